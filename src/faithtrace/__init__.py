@@ -1,0 +1,54 @@
+"""faithtrace: live faithfulness scoring for RAG applications, as OpenTelemetry spans, events and metrics.
+
+    from faithtrace import trace_faithfulness
+
+    @trace_faithfulness
+    def answer(question: str) -> RagResult: ...
+
+Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
+"""
+
+from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions, configure, flush, shutdown
+from faithtrace._decorator import trace_faithfulness
+from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
+from faithtrace._evaluate import aevaluate, evaluate
+from faithtrace._version import __version__
+from faithtrace.judge.settings import JudgeSettings
+from faithtrace.scoring.models import (
+    ClaimVerdict,
+    ErrorInfo,
+    FaithfulnessResult,
+    IdkPolicy,
+    LLMCall,
+    Outcome,
+    StepUsage,
+    VerdictCounts,
+)
+from faithtrace.scoring.options import ScoringOptions
+
+__all__ = [
+    "CaptureOptions",
+    "ClaimVerdict",
+    "ConfigError",
+    "ErrorInfo",
+    "FaithfulnessResult",
+    "FaithtraceError",
+    "IdkPolicy",
+    "JudgeError",
+    "JudgeSettings",
+    "LLMCall",
+    "LocalJudgeError",
+    "Outcome",
+    "SamplingOptions",
+    "ScoringOptions",
+    "StepUsage",
+    "VerdictCounts",
+    "WorkerOptions",
+    "__version__",
+    "aevaluate",
+    "configure",
+    "evaluate",
+    "flush",
+    "shutdown",
+    "trace_faithfulness",
+]

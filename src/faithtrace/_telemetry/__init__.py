@@ -1,0 +1,1 @@
+"""Telemetry: the only code that knows span, event and metric names (see ``names``)."""

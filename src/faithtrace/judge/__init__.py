@@ -1,0 +1,6 @@
+"""The judge: the only code that calls an LLM. ``local`` provides the embedded judge as an endpoint."""
+
+from faithtrace.judge.client import Endpoint, Judge, JudgeReply, OutputRejected
+from faithtrace.judge.settings import JudgeSettings, StructuredOutput
+
+__all__ = ["Endpoint", "Judge", "JudgeReply", "JudgeSettings", "OutputRejected", "StructuredOutput"]

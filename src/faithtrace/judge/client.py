@@ -1,0 +1,392 @@
+"""The only code that talks to an LLM: litellm, structured output, repair, retries, usage and cost.
+
+A step hands over messages and a pydantic schema; it gets back a validated object plus a record of every
+request made (tokens, cost, timing), or a ``JudgeError`` that carries the same records. Nothing here knows
+about prompts, scores or OTel spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from opentelemetry import context as otel_context
+from pydantic import BaseModel, ValidationError
+
+from faithtrace._errors import JudgeError
+from faithtrace.judge.settings import JudgeSettings
+from faithtrace.scoring.models import LLMCall
+
+logger = logging.getLogger("faithtrace")
+
+T = TypeVar("T", bound=BaseModel)
+Message = dict[str, Any]
+
+# litellm fetches its model price map from the internet at import unless told otherwise; a service must not
+# stall on that, and offline machines would wait for a timeout. The bundled map is good enough for costs.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# The OTel key instrumentations check before tracing a call: set while the judge runs so that a host app that
+# instruments litellm/OpenAI does not trace our judge calls a second time.
+_SUPPRESS_KEY = otel_context.create_key("suppress_instrumentation")
+try:  # the SDK's own key object, so that contrib instrumentations see it
+    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY  # type: ignore[no-redef]
+except ImportError:  # pragma: no cover - older API
+    pass
+
+
+class OutputRejected(Exception):
+    """Raised by a step's ``check`` when a well-formed reply is still unusable (e.g. wrong verdict count)."""
+
+    def __init__(self, type: str, message: str) -> None:
+        super().__init__(message)
+        self.type = type
+
+
+@dataclass
+class JudgeReply(Generic[T]):
+    value: T
+    calls: list[LLMCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where requests go: what litellm needs, resolved once (the local judge starts lazily)."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    local: bool = False
+    display_model: str | None = None
+
+
+def _litellm() -> Any:
+    # Imported on first use: litellm takes a second or more to import and the decorator's import must be cheap.
+    import litellm
+
+    return litellm
+
+
+def _error_type(exc: BaseException) -> str:
+    name = type(exc).__name__
+    mapping = {
+        "Timeout": "timeout",
+        "TimeoutError": "timeout",
+        "APITimeoutError": "timeout",
+        "RateLimitError": "rate_limited",
+        "APIConnectionError": "judge_unavailable",
+        "ServiceUnavailableError": "judge_unavailable",
+        "InternalServerError": "judge_server_error",
+        "AuthenticationError": "judge_auth",
+        "BadRequestError": "judge_bad_request",
+        "NotFoundError": "judge_bad_request",
+        "ContextWindowExceededError": "context_window_exceeded",
+    }
+    return mapping.get(name, name)
+
+
+_RETRYABLE = {"timeout", "rate_limited", "judge_unavailable", "judge_server_error"}
+
+
+class Judge:
+    """A litellm-backed judge. One instance may serve many event loops and threads."""
+
+    def __init__(self, settings: JudgeSettings | None = None) -> None:
+        self.settings = settings or JudgeSettings.from_env()
+        self._endpoint: Endpoint | None = None
+        self._mode: str | None = None
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def model_name(self) -> str:
+        """The model as users should see it in results and telemetry."""
+        if self._endpoint is not None:
+            return self._endpoint.display_model or self._endpoint.model
+        return self.settings.model or "faithtrace-local"
+
+    # --- endpoint ----------------------------------------------------------------------------------------
+    def endpoint(self) -> Endpoint:
+        """Resolve (and for the local judge, start) the endpoint. Blocking; call off the event loop."""
+        if self._endpoint is None:
+            s = self.settings
+            if s.model is None:
+                from faithtrace.judge.local import ensure_local_judge
+
+                ep = ensure_local_judge()
+                self._endpoint = Endpoint(
+                    model=ep.model, api_base=ep.api_base, api_key=ep.api_key, local=True,
+                    display_model=ep.display_model,
+                )
+            else:
+                key = s.api_key.get_secret_value() if s.api_key is not None else None
+                self._endpoint = Endpoint(model=s.model, api_base=s.api_base, api_key=key)
+        return self._endpoint
+
+    async def _aendpoint(self) -> Endpoint:
+        if self._endpoint is not None:
+            return self._endpoint
+        return await asyncio.to_thread(self.endpoint)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = asyncio.Semaphore(self.settings.max_concurrency)
+            self._semaphores[loop] = sem
+        return sem
+
+    # --- structured output -------------------------------------------------------------------------------
+    def _output_mode(self, ep: Endpoint) -> str:
+        if self._mode is not None:
+            return self._mode
+        mode = self.settings.structured_output
+        if mode == "auto":
+            if ep.local:
+                # llama-cpp-python's server rejects json_schema but grammar-constrains json_object + schema.
+                mode = "json_object"
+            else:
+                mode = "json_object"
+                try:
+                    lm = _litellm()
+                    if lm.supports_response_schema(model=ep.model):
+                        mode = "json_schema"
+                    elif lm.supports_function_calling(model=ep.model):
+                        mode = "tool"
+                except Exception:  # unknown model to litellm's map: JSON mode works almost everywhere
+                    mode = "json_object"
+        self._mode = mode
+        return mode
+
+    @staticmethod
+    def _format_params(mode: str, name: str, schema: dict[str, Any], local: bool) -> dict[str, Any]:
+        if mode == "json_schema":
+            return {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": name, "schema": schema, "strict": False},
+                }
+            }
+        if mode == "tool":
+            return {
+                "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}],
+                "tool_choice": {"type": "function", "function": {"name": name}},
+            }
+        fmt: dict[str, Any] = {"type": "json_object"}
+        if local:
+            fmt["schema"] = schema  # passed through by litellm; llama.cpp turns it into a grammar
+        return {"response_format": fmt}
+
+    # --- the call ----------------------------------------------------------------------------------------
+    async def generate(
+        self,
+        *,
+        step: str,
+        messages: Sequence[Message],
+        schema: type[T],
+        check: Callable[[T], None] | None = None,
+        max_tokens: int | None = None,
+    ) -> JudgeReply[T]:
+        """Ask the judge for an object of ``schema``; retry transport errors, re-ask on invalid output.
+
+        Raises:
+            JudgeError: with ``calls`` set to every request made, when no valid reply could be had.
+        """
+        ep = await self._aendpoint()
+        calls: list[LLMCall] = []
+        convo: list[Message] = list(messages)
+        json_schema = schema.model_json_schema()
+        last_error: tuple[str, str] = ("judge_output_invalid", "no reply")
+        for _repair in range(self.settings.max_repairs + 1):
+            try:
+                raw, finish_reason = await self._complete_with_retries(
+                    ep, step, convo, json_schema, calls, max_tokens
+                )
+            except JudgeError as exc:
+                exc.calls = list(calls)
+                raise
+            try:
+                value = schema.model_validate(_parse_json(raw))
+                if check is not None:
+                    check(value)
+                return JudgeReply(value=value, calls=calls)
+            except (ValueError, ValidationError) as exc:
+                problem = _describe(exc)
+                if finish_reason == "length":
+                    problem = f"the reply was cut off at the token limit ({problem}); answer more briefly"
+                last_error = ("judge_output_invalid", problem)
+            except OutputRejected as exc:
+                last_error = (exc.type, str(exc))
+            logger.debug("faithtrace: invalid %s reply (%s); asking again", step, last_error[1])
+            convo = [
+                *messages,
+                {"role": "assistant", "content": raw[:4000]},
+                {
+                    "role": "user",
+                    "content": f"That reply was not valid: {last_error[1]}. Reply again with only the JSON "
+                    "object, following the required format exactly.",
+                },
+            ]
+        err = JudgeError(last_error[0], f"{step}: {last_error[1]}", step=step)
+        err.calls = list(calls)
+        raise err
+
+    async def _complete_with_retries(
+        self,
+        ep: Endpoint,
+        step: str,
+        messages: list[Message],
+        json_schema: dict[str, Any],
+        calls: list[LLMCall],
+        max_tokens: int | None,
+    ) -> tuple[str, str | None]:
+        s = self.settings
+        delay = 1.0
+        for attempt in range(1, s.max_retries + 2):
+            try:
+                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
+            except JudgeError as exc:
+                if exc.type not in _RETRYABLE or attempt > s.max_retries:
+                    raise
+                # Exponential backoff with full jitter, capped: many workers must not retry in lockstep.
+                await asyncio.sleep(min(20.0, delay) * (0.5 + _jitter() / 2))
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _complete_once(
+        self,
+        ep: Endpoint,
+        step: str,
+        messages: list[Message],
+        json_schema: dict[str, Any],
+        calls: list[LLMCall],
+        attempt: int,
+        max_tokens: int | None,
+    ) -> tuple[str, str | None]:
+        lm = _litellm()
+        s = self.settings
+        mode = self._output_mode(ep)
+        params: dict[str, Any] = {
+            "model": ep.model,
+            "messages": messages,
+            "temperature": s.temperature,
+            "max_tokens": max_tokens or s.max_tokens,
+            "timeout": s.timeout_s,
+            "num_retries": 0,  # retries are ours: counted, backed off and recorded per attempt
+            **self._format_params(mode, step, json_schema, ep.local),
+            **s.extra_params,
+        }
+        if ep.api_base:
+            params["api_base"] = ep.api_base
+        if ep.api_key:
+            params["api_key"] = ep.api_key
+        start_ns = time.time_ns()
+        t0 = time.perf_counter()
+        token = otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
+        try:
+            async with self._semaphore():
+                response = await asyncio.wait_for(lm.acompletion(**params), timeout=s.timeout_s + 5)
+        except Exception as exc:
+            etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _error_type(exc)
+            calls.append(
+                LLMCall(step=step, model=self.model_name, attempt=attempt, start_time_ns=start_ns,
+                        duration_s=time.perf_counter() - t0, error_type=etype)
+            )
+            if mode != "json_object" and _rejects_format(exc):
+                # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to JSON
+                # mode for the rest of this judge's life and try again at once.
+                logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
+                self._mode = "json_object"
+                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
+            raise JudgeError(etype, f"{step}: {type(exc).__name__}: {_short(exc)}", step=step) from exc
+        finally:
+            otel_context.detach(token)
+        duration = time.perf_counter() - t0
+        raw, finish_reason = _content(response, mode)
+        usage = getattr(response, "usage", None)
+        calls.append(
+            LLMCall(
+                step=step,
+                model=self.model_name,
+                attempt=attempt,
+                start_time_ns=start_ns,
+                duration_s=duration,
+                input_tokens=getattr(usage, "prompt_tokens", None),
+                output_tokens=getattr(usage, "completion_tokens", None),
+                cost_usd=None if ep.local else _cost(lm, response),
+                response_id=getattr(response, "id", None),
+                finish_reason=finish_reason,
+            )
+        )
+        return raw, finish_reason
+
+
+def _content(response: Any, mode: str) -> tuple[str, str | None]:
+    choice = response.choices[0]
+    message = choice.message
+    finish = getattr(choice, "finish_reason", None)
+    if mode == "tool":
+        tool_calls = getattr(message, "tool_calls", None) or []
+        if tool_calls:
+            return str(tool_calls[0].function.arguments or ""), finish
+    return str(message.content or ""), finish
+
+
+def _cost(lm: Any, response: Any) -> float | None:
+    try:
+        cost = lm.completion_cost(completion_response=response)
+    except Exception:  # unknown price: say so rather than report 0
+        return None
+    return float(cost) if cost is not None else None
+
+
+def _parse_json(raw: str) -> Any:
+    """Parse a reply, repairing what small models and truncation break (fences, trailing commas, cut-offs)."""
+    text = raw.strip()
+    if not text:
+        raise ValueError("the reply was empty")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    import json_repair
+
+    repaired = json_repair.loads(text)
+    if repaired in ("", None, [], {}) and text not in ("[]", "{}"):
+        raise ValueError("the reply was not JSON")
+    return repaired
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]]
+        return "; ".join(parts)
+    return str(exc)
+
+
+def _rejects_format(exc: BaseException) -> bool:
+    if isinstance(exc, ModuleNotFoundError):  # litellm builds with tools= import an optional package (mcp)
+        return True
+    text = str(exc).lower()
+    return _error_type(exc) == "judge_bad_request" and any(
+        k in text for k in ("response_format", "json_schema", "tool_choice", "tools")
+    )
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _jitter() -> float:
+    import random
+
+    return random.random()

@@ -1,0 +1,143 @@
+"""The data that crosses boundaries: what the pipeline returns, what the CLI writes, what telemetry reads.
+
+One model serves three consumers (``evaluate()``, the CLI's JSONL output and the worker's telemetry), so it is
+deliberately plain: no OTel types, no judge client objects, only JSON-serialisable values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["yes", "no", "idk"]
+
+
+class Outcome(StrEnum):
+    """Why a result has (or has no) score. Low cardinality: also a metric attribute."""
+
+    SCORED = "scored"
+    NO_CLAIMS = "no_claims"  # the answer states nothing checkable: no score, never 1.0
+    NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
+    ERROR = "error"
+
+
+class IdkPolicy(StrEnum):
+    """How a claim the context neither supports nor contradicts counts in ``score``."""
+
+    PENALIZE = "penalize"  # default: only supported claims count for the answer
+    DEEPEVAL = "deepeval"  # parity with DeepEval's default: only contradictions count against
+
+
+class ClaimVerdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    verdict: Verdict
+    reason: str | None = None
+
+
+class VerdictCounts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    yes: int = 0
+    no: int = 0
+    idk: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.yes + self.no + self.idk
+
+
+class LLMCall(BaseModel):
+    """One request to the judge model (a step may make several: batches, retries)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: str
+    model: str
+    attempt: int = 1
+    start_time_ns: int  # wall clock, for the GenAI client span the worker emits afterwards
+    duration_s: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    response_id: str | None = None
+    finish_reason: str | None = None
+    error_type: str | None = None  # set when this attempt failed (and was retried or gave up)
+
+
+class StepUsage(BaseModel):
+    """Totals for one pipeline step: what users see per step in the trace and in metrics."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: Literal["truths", "claims", "verdicts", "reason"]
+    model: str | None  # None when the step made no LLM call (cache hit, template)
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None  # None when the model's price is unknown (e.g. a local model)
+    duration_s: float = 0.0
+    cached: bool = False
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    type: str  # low-cardinality class, e.g. "timeout", "judge_output_invalid", "verdict_count_mismatch"
+    message: str
+    step: str | None = None
+
+
+class FaithfulnessResult(BaseModel):
+    """The outcome of scoring one answer against its retrieved context.
+
+    ``score`` is the share of claims the context supports (``idk`` counts against, unless ``idk_policy`` says
+    otherwise); ``faithfulness`` is one minus the share of claims the context contradicts (DeepEval's default
+    meaning). Both are ``None`` unless ``outcome`` is ``scored`` or ``no_context``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float | None = None
+    faithfulness: float | None = None
+    outcome: Outcome
+    passed: bool | None = None  # score >= threshold; None when there is no score
+    threshold: float
+    idk_policy: IdkPolicy = IdkPolicy.PENALIZE
+    counts: VerdictCounts = Field(default_factory=VerdictCounts)
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    truths: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    judge_model: str | None = None
+    steps: list[StepUsage] = Field(default_factory=list)
+    calls: list[LLMCall] = Field(default_factory=list)
+    duration_s: float = 0.0
+    error: ErrorInfo | None = None
+
+    @property
+    def label(self) -> Literal["pass", "fail"] | None:
+        if self.passed is None:
+            return None
+        return "pass" if self.passed else "fail"
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(s.input_tokens for s in self.steps)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.steps)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(s.llm_calls for s in self.steps)
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [s.cost_usd for s in self.steps if s.llm_calls]
+        if not costs or any(c is None for c in costs):
+            return None
+        return sum(c for c in costs if c is not None)

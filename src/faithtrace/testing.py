@@ -1,0 +1,1 @@
+"""Pytest fixtures users can import too (registered as the ``faithtrace`` pytest plugin)."""
