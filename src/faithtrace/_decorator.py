@@ -1,9 +1,276 @@
-"""@trace_faithfulness (interface; implementation in progress)."""
+"""``@trace_faithfulness``: the request path. Everything here runs inside the host's call, so it stays small.
+
+Per call: read the runtime, ask the sampler (O(1)); a sampled-out call then runs bare apart from one integer
+increment. A sampled-in call runs inside a span; on return, the texts are captured onto the span and a job
+is queued for the worker without blocking. The host's result and exceptions pass through untouched, and a
+call that raised is not scored.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+import wrapt
+from opentelemetry.trace import Span
+
+from faithtrace import _internal, _runtime, _streams
+from faithtrace._capture import Call, CaptureError, CaptureSpec, Spec
+from faithtrace._errors import ConfigError
+from faithtrace._sampling import PARENT
+from faithtrace._telemetry import names as n
+from faithtrace._telemetry import spans
+from faithtrace._telemetry.metrics import FunctionStats, count_dropped, register
+from faithtrace._worker import Job
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def trace_faithfulness(wrapped: Any = None, /, **kwargs: Any) -> Any:
-    raise NotImplementedError
+class Traced:
+    """What one decorated function needs per call, computed once at decoration time."""
+
+    __slots__ = ("is_static", "name", "spec", "stats")
+
+    def __init__(self, name: str, spec: CaptureSpec, is_static: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.stats = register(FunctionStats(name))
+        self.is_static = is_static
+
+    def call(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Call:
+        offset = 1 if instance is not None and not self.is_static else 0
+        return Call(instance, args, kwargs, offset, result)
+
+    def finish(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
+        """After a successful call: capture onto the span and queue the evaluation. Never raises into the
+        host, except for faithtrace bugs under pytest."""
+        try:
+            self._finish(rt, span, call)
+        except Exception as exc:
+            _internal.internal_error("capture", exc)
+
+    def _finish(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
+        ctx = span.get_span_context()
+        if ctx.is_valid and not ctx.trace_flags.sampled:
+            # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
+            # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
+            self.stats.sampled_out[PARENT] += 1
+            return
+        try:
+            captured = self.spec.capture(call)
+        except CaptureError as exc:
+            self._not_scored(span, str(exc))
+            return
+        recording = span.is_recording()
+        attrs = spans.rag_attributes(captured, self.name, rt.capture) if recording else {}
+        if captured.answer is None:
+            problem = "no answer found in the return value: pass answer="
+        elif captured.contexts is None:
+            problem = "no retrieved contexts found: pass contexts="
+        else:
+            problem = ""
+        if problem:
+            if recording:
+                span.set_attributes(attrs)
+            self._not_scored(span, problem)
+            return
+        assert captured.answer is not None
+        assert captured.contexts is not None
+        scoring = rt.settings.scoring
+        contexts, _ = _capture_bounded(captured.contexts, scoring.max_context_chars + 1)
+        job = Job(
+            span_context=span.get_span_context(),
+            stats=self.stats,
+            query=captured.query[: scoring.max_answer_chars] if captured.query else None,
+            contexts=contexts,
+            answer=captured.answer[: scoring.max_answer_chars + 1],
+            enqueued_ns=time.time_ns(),
+            enqueued_at=time.monotonic(),
+        )
+        if rt.submit(job):
+            attrs[n.SAMPLED] = True
+        else:
+            count_dropped(self.stats)
+            attrs[n.SAMPLED] = False
+            attrs[n.SAMPLING_REASON] = "queue_full"
+        if recording:
+            span.set_attributes(attrs)
+
+    def _not_scored(self, span: Span, problem: str) -> None:
+        self.stats.outcomes[n.OUTCOME_CAPTURE_ERROR] += 1
+        span.set_attributes({n.CAPTURE_ERROR: problem[:300], n.SAMPLED: False, n.FUNCTION: self.name})
+        _internal.warn_rate_limited(
+            "capture:" + self.name,
+            "faithtrace: %s is not scored: %s (your code is unaffected)",
+            self.name,
+            problem,
+        )
+
+
+def _capture_bounded(contexts: list[str], max_chars: int) -> tuple[tuple[str, ...], bool]:
+    """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
+    out: list[str] = []
+    budget = max_chars
+    for text in contexts:
+        if budget <= 0:
+            return tuple(out), True
+        out.append(text[:budget])
+        budget -= len(text)
+    return tuple(out), budget < 0
+
+
+def _is_async(fn: Any) -> bool:
+    if isinstance(fn, classmethod | staticmethod):
+        fn = fn.__func__
+    return inspect.iscoroutinefunction(fn)
+
+
+def _sampling_failed(exc: Exception) -> int:
+    _internal.internal_error("sampling", exc)
+    return -1
+
+
+def _make_wrapper(func: Any, traced: Traced) -> Any:
+    raw = func.__func__ if isinstance(func, classmethod | staticmethod) else func
+    stats = traced.stats
+    name = traced.name
+
+    if inspect.isasyncgenfunction(raw):
+
+        def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            rt = _runtime.RUNTIME or _runtime.current()
+            try:
+                reason = rt.sampler.decide() if rt.enabled else -1
+            except Exception as exc:
+                reason = _sampling_failed(exc)
+            if reason:
+                if reason > 0:
+                    stats.sampled_out[reason] += 1
+                    stats.calls += 1
+                return wrapped(*args, **kwargs)
+            return _streams.traced_async_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
+
+        return wrapt.FunctionWrapper(func, asyncgen_wrapper)
+
+    if inspect.isgeneratorfunction(raw):
+
+        def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            rt = _runtime.RUNTIME or _runtime.current()
+            try:
+                reason = rt.sampler.decide() if rt.enabled else -1
+            except Exception as exc:
+                reason = _sampling_failed(exc)
+            if reason:
+                if reason > 0:
+                    stats.sampled_out[reason] += 1
+                    stats.calls += 1
+                return wrapped(*args, **kwargs)
+            return _streams.traced_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
+
+        return wrapt.FunctionWrapper(func, gen_wrapper)
+
+    if _is_async(func):
+
+        async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            rt = _runtime.RUNTIME or _runtime.current()
+            try:
+                reason = rt.sampler.decide() if rt.enabled else -1
+            except Exception as exc:
+                reason = _sampling_failed(exc)
+            if reason:
+                result = await wrapped(*args, **kwargs)
+                if reason > 0:
+                    stats.sampled_out[reason] += 1
+                    stats.calls += 1
+                return result
+            with rt.tracer.start_as_current_span(name) as span:
+                result = await wrapped(*args, **kwargs)
+                traced.finish(rt, span, traced.call(instance, args, kwargs, result))
+            stats.calls += 1
+            return result
+
+        return wrapt.FunctionWrapper(func, async_wrapper)
+
+    def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        rt = _runtime.RUNTIME or _runtime.current()
+        try:
+            reason = rt.sampler.decide() if rt.enabled else -1
+        except Exception as exc:
+            reason = _sampling_failed(exc)
+        if reason:  # not scored: the bare call, plus two integer increments (-1: disabled, not even those)
+            result = wrapped(*args, **kwargs)
+            if reason > 0:
+                stats.sampled_out[reason] += 1
+                stats.calls += 1
+            return result
+        with rt.tracer.start_as_current_span(name) as span:
+            result = wrapped(*args, **kwargs)
+            traced.finish(rt, span, traced.call(instance, args, kwargs, result))
+        stats.calls += 1
+        return result
+
+    return wrapt.FunctionWrapper(func, sync_wrapper)
+
+
+@overload
+def trace_faithfulness(wrapped: F, /) -> F: ...
+@overload
+def trace_faithfulness(
+    wrapped: None = None,
+    /,
+    *,
+    query: Spec = None,
+    contexts: Spec = None,
+    answer: Spec = None,
+    name: str | None = None,
+) -> Callable[[F], F]: ...
+def trace_faithfulness(
+    wrapped: Any = None,
+    /,
+    *,
+    query: Spec = None,
+    contexts: Spec = None,
+    answer: Spec = None,
+    name: str | None = None,
+) -> Any:
+    """Trace a RAG answer function and score the faithfulness of its answers in the background.
+
+    Works on sync and async functions, methods, classmethods and staticmethods (put it *outside*
+    ``@classmethod``/``@staticmethod``), and on sync and async generators that stream the answer (the answer
+    is the joined chunks, scored when the stream ends or is closed).
+
+    Args:
+        query: where the user's question is: an argument name, an attribute/key path on the return value
+            (``"request.text"``), or a callable ``(result)`` / ``(arguments, result)``. By default an argument
+            named ``query``, ``question`` or ``q``, else the return value's ``query``/``question``.
+        contexts: the retrieved documents, found the same way. By default an argument named ``contexts``,
+            ``context``, ``documents`` or ``docs``, else the same attribute/key on the return value. Strings,
+            lists of strings, dicts and objects with a text field (``text``, ``content``, ``page_content``)
+            are understood.
+        answer: a path on the return value or a callable; by default the return value itself when it is a
+            string, else its ``answer``/``text``/``content``.
+        name: the span name and the ``faithtrace.function`` metric attribute; defaults to the qualified name.
+    """
+    if wrapped is None:
+
+        def decorate(func: F) -> F:
+            decorated: F = _decorate(func, query=query, contexts=contexts, answer=answer, name=name)
+            return decorated
+
+        return decorate
+    return _decorate(wrapped, query=query, contexts=contexts, answer=answer, name=name)
+
+
+def _decorate(wrapped: Any, *, query: Spec, contexts: Spec, answer: Spec, name: str | None) -> Any:
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigError(f"name= must be a non-empty string, got {name!r}")
+    raw = wrapped.__func__ if isinstance(wrapped, classmethod | staticmethod) else wrapped
+    if not callable(raw):
+        raise ConfigError(f"@trace_faithfulness needs a function, got {type(wrapped).__name__}")
+    streaming = inspect.isgeneratorfunction(raw) or inspect.isasyncgenfunction(raw)
+    spec = CaptureSpec(raw, query=query, contexts=contexts, answer=answer, streaming=streaming)
+    qualname = str(name or getattr(raw, "__qualname__", None) or getattr(raw, "__name__", "function"))
+    traced = Traced(qualname, spec, isinstance(wrapped, staticmethod))
+    return _make_wrapper(wrapped, traced)

@@ -1,12 +1,77 @@
-"""``evaluate()`` / ``aevaluate()`` (interface; implementation in progress)."""
+"""``evaluate()`` / ``aevaluate()``: score one answer against its retrieved context, outside any tracing."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
+from faithtrace._errors import ConfigError
+from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.options import ScoringOptions
+from faithtrace.scoring.pipeline import run_pipeline
+
+JudgeArg = str | JudgeSettings | Judge | None
+
+# Judges are shared per settings so that the concurrency limit, the structured-output mode learnt from the
+# provider and the local endpoint are shared by every call with the same configuration.
+_MAX_JUDGES = 16
+_judges: OrderedDict[tuple[str, str | None], Judge] = OrderedDict()
+_judges_lock = threading.Lock()
+
+
+def resolve_settings(judge: str | JudgeSettings | None) -> JudgeSettings:
+    if judge is None:
+        return JudgeSettings.from_env()
+    if isinstance(judge, JudgeSettings):
+        return judge
+    if isinstance(judge, str):
+        if not judge.strip():
+            raise ConfigError("judge: expected a litellm model string such as 'openai/gpt-4o-mini', got ''")
+        return JudgeSettings.from_env(model=judge.strip())
+    raise ConfigError(f"judge: expected None, a model string or JudgeSettings, got {type(judge).__name__}")
+
+
+def get_judge(judge: JudgeArg = None) -> Judge:
+    """The shared ``Judge`` for these settings (one per configuration, bounded)."""
+    if isinstance(judge, Judge):
+        return judge
+    settings = resolve_settings(judge)
+    secret = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    key = (settings.model_dump_json(), secret)  # the JSON dump masks the key: keep it apart so keys differ
+    with _judges_lock:
+        found = _judges.get(key)
+        if found is None:
+            found = _judges[key] = Judge(settings)
+            while len(_judges) > _MAX_JUDGES:
+                _judges.popitem(last=False)
+        else:
+            _judges.move_to_end(key)
+        return found
+
+
+def _check_inputs(
+    query: object, contexts: object, answer: object, options: object
+) -> tuple[str | None, list[str], str, ScoringOptions]:
+    if query is not None and not isinstance(query, str):
+        raise ConfigError(f"query: expected a string or None, got {type(query).__name__}")
+    if not isinstance(answer, str):
+        raise ConfigError(f"answer: expected a string, got {type(answer).__name__}")
+    if isinstance(contexts, str):
+        docs = [contexts]
+    elif isinstance(contexts, Sequence) and all(isinstance(c, str) for c in contexts):
+        docs = list(contexts)
+    else:
+        raise ConfigError("contexts: expected a string or a list of strings")
+    if options is None:
+        options = ScoringOptions.from_env()
+    elif not isinstance(options, ScoringOptions):
+        raise ConfigError(f"options: expected ScoringOptions, got {type(options).__name__}")
+    return query, docs, answer, options
 
 
 async def aevaluate(
@@ -17,7 +82,24 @@ async def aevaluate(
     judge: str | JudgeSettings | None = None,
     options: ScoringOptions | None = None,
 ) -> FaithfulnessResult:
-    raise NotImplementedError
+    """Score how faithful ``answer`` is to ``contexts`` (the retrieved documents).
+
+    Args:
+        query: the user's question (helps make claims self-contained); may be None.
+        contexts: the retrieved text: one string or a list of documents.
+        answer: the answer to check.
+        judge: None (``FAITHTRACE_JUDGE_*`` or else the embedded local judge), a litellm model string, or
+            ``JudgeSettings``.
+        options: ``ScoringOptions``; defaults from ``FAITHTRACE_*``.
+
+    Returns:
+        A ``FaithfulnessResult``. Judge failures do not raise: they give ``outcome="error"`` and ``error``.
+
+    Raises:
+        ConfigError: an argument is invalid.
+    """
+    q, docs, text, opts = _check_inputs(query, contexts, answer, options)
+    return await run_pipeline(q, docs, text, judge=get_judge(judge), options=opts)
 
 
 def evaluate(
@@ -28,4 +110,17 @@ def evaluate(
     judge: str | JudgeSettings | None = None,
     options: ScoringOptions | None = None,
 ) -> FaithfulnessResult:
-    raise NotImplementedError
+    """Blocking ``aevaluate``; safe to call from inside a running event loop (Jupyter, sync web handlers).
+
+    Inside a running loop the evaluation runs on a private loop in a worker thread, so the caller's loop is
+    neither re-entered nor patched.
+    """
+    q, docs, text, opts = _check_inputs(query, contexts, answer, options)
+    judge_obj = get_judge(judge)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_pipeline(q, docs, text, judge=judge_obj, options=opts))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="faithtrace-eval") as pool:
+        future = pool.submit(asyncio.run, run_pipeline(q, docs, text, judge=judge_obj, options=opts))
+        return future.result()

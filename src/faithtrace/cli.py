@@ -1,7 +1,184 @@
-"""The ``faithtrace`` command (implementation in progress)."""
+"""The ``faithtrace`` command: ``eval`` a JSONL dataset, ``score`` one answer, run the local ``judge``."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from faithtrace._errors import ConfigError, FaithtraceError, LocalJudgeError
+from faithtrace._evaluate import get_judge
+from faithtrace.cli_output import Output
+from faithtrace.judge.client import Judge
+from faithtrace.scoring.models import FaithfulnessResult, IdkPolicy
+from faithtrace.scoring.options import ScoringOptions
+from faithtrace.scoring.pipeline import run_pipeline
+
+
+def _threshold(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _add_scoring_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help="litellm model string (default: FAITHTRACE_JUDGE_MODEL or the embedded local judge)",
+    )
+    p.add_argument("--threshold", type=_threshold, help="pass mark for the score (default 0.7)")
+    p.add_argument("--idk-policy", choices=[p.value for p in IdkPolicy], help="how unsupported claims count")
+    p.add_argument(
+        "--truths",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also extract facts from each document for the verdict step",
+    )
+    p.add_argument("--verdict-batch-size", type=_positive, help="claims judged per LLM call")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faithtrace", description="Faithfulness scoring for RAG answers.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="score every row of a JSONL file and summarise")
+    ev.add_argument("file", type=Path, help="JSONL rows with question, contexts, answer [, label, id]")
+    ev.add_argument("--out", type=Path, help="append one result per line here; rerun to resume")
+    ev.add_argument("--concurrency", type=_positive, default=2, help="rows scored at once (default 2)")
+    ev.add_argument("--limit", type=_positive, help="only the first N valid rows")
+    ev.add_argument("--plain", action="store_true", help="plain text output (no progress bar)")
+    _add_scoring_args(ev)
+
+    sc = sub.add_parser("score", help="score one answer and print its claims and verdicts")
+    sc.add_argument("--question", default=None)
+    sc.add_argument("--context", action="append", default=[], help="a retrieved document (repeatable)")
+    sc.add_argument("--answer", required=True)
+    sc.add_argument("--json", action="store_true", help="print the full result as JSON")
+    _add_scoring_args(sc)
+
+    jd = sub.add_parser("judge", help="the embedded local judge")
+    jd.add_argument("action", choices=["serve", "stop", "status"])
+    jd.add_argument("--port", type=int, help="serve: port on 127.0.0.1 (default: a free one)")
+    return parser
+
+
+def _options(args: argparse.Namespace) -> ScoringOptions:
+    return ScoringOptions.from_env(
+        threshold=args.threshold,
+        idk_policy=args.idk_policy,
+        use_truths=args.truths,
+        verdict_batch_size=args.verdict_batch_size,
+    )
+
+
+def _judge(args: argparse.Namespace, out: Output) -> Judge:
+    judge = get_judge(args.judge)
+    if judge.settings.is_local:
+        from faithtrace.judge.local import ensure_local_judge
+
+        # Resolved up front so that the first-run messages (assembling, starting) reach the user.
+        ensure_local_judge(progress=lambda msg: out.error(f"faithtrace: {msg}"))
+        judge.endpoint()
+    return judge
+
+
+def _print_result(out: Output, result: FaithfulnessResult) -> None:
+    rows = [[str(i + 1), c.verdict, c.text, c.reason or ""] for i, c in enumerate(result.claims)]
+    if rows:
+        out.table("claims", ["#", "verdict", "claim", "reason"], rows)
+    c = result.counts
+    score = "n/a" if result.score is None else f"{result.score:.3f}"
+    faithful = "n/a" if result.faithfulness is None else f"{result.faithfulness:.3f}"
+    out.line(
+        f"outcome: {result.outcome}   score: {score}   faithfulness: {faithful}   "
+        f"passed: {result.passed}   (yes {c.yes} / no {c.no} / idk {c.idk})"
+    )
+    if result.error is not None:
+        out.line(f"error: {result.error.type} in step {result.error.step}: {result.error.message}")
+    if result.reason:
+        out.line(f"reason: {result.reason}")
+    cost = "n/a" if result.cost_usd is None else f"${result.cost_usd:.6f}"
+    out.line(
+        f"judge: {result.judge_model}   LLM calls: {result.llm_calls}   tokens: {result.input_tokens} in / "
+        f"{result.output_tokens} out   cost: {cost}   time: {result.duration_s:.1f} s"
+    )
+
+
+def _cmd_score(args: argparse.Namespace, out: Output) -> int:
+    judge = _judge(args, out)
+    result = asyncio.run(
+        run_pipeline(args.question, args.context, args.answer, judge=judge, options=_options(args))
+    )
+    if args.json:
+        out.raw(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        _print_result(out, result)
+    return 0
+
+
+def _cmd_judge(args: argparse.Namespace, out: Output) -> int:
+    from faithtrace.judge import local
+
+    if args.action == "serve":
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop it
+            local.serve_foreground(port=args.port)
+        return 0
+    if args.action == "stop":
+        out.line("local judge stopped" if local.stop_local_judge() else "no local judge was running")
+        return 0
+    status = local.local_judge_status()
+    if status is None:
+        out.line("no local judge is registered on this machine")
+        return 0
+    out.table("local judge", ["field", "value"], [[k, str(v)] for k, v in status.items()])
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
-    raise NotImplementedError
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Output(plain=getattr(args, "plain", False))
+    try:
+        if args.command == "eval":
+            from faithtrace.cli_eval import run_eval_command
+
+            if not args.file.is_file():
+                out.error(f"faithtrace eval: cannot read {args.file}: no such file")
+                return 2
+            return run_eval_command(
+                out,
+                args.file,
+                args.out,
+                judge=_judge(args, out),
+                options=_options(args),
+                concurrency=args.concurrency,
+                limit=args.limit,
+            )
+        if args.command == "score":
+            return _cmd_score(args, out)
+        return _cmd_judge(args, out)
+    except ConfigError as exc:
+        out.error(f"faithtrace: {exc}")
+        return 2
+    except LocalJudgeError as exc:
+        out.error(f"faithtrace: the local judge is unavailable: {exc}")
+        return 1
+    except FaithtraceError as exc:
+        out.error(f"faithtrace: {exc}")
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

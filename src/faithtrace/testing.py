@@ -1,1 +1,102 @@
-"""Pytest fixtures users can import too (registered as the ``faithtrace`` pytest plugin)."""
+"""Pytest fixtures users can import too (registered as the ``faithtrace`` pytest plugin).
+
+``faithtrace_exporter`` wires faithtrace to in-memory span and metric readers through ``configure()``, so
+a test can call the decorated app, ``flush()``, and assert on the RAG span, the evaluation span and metrics::
+
+    def test_answer_is_scored(faithtrace_exporter):
+        faithtrace_exporter.configure(judge="openai/gpt-4o-mini")
+        answer("What is the refund window?")
+        assert faithtrace_exporter.flush()
+        (evaluation,) = faithtrace_exporter.evaluation_spans()
+
+Imports stay inside the fixtures: this module is loaded by every pytest run that has faithtrace installed, so
+it must never slow down or break test collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+class FaithtraceCapture:
+    """In-memory telemetry of faithtrace, and ``configure()`` bound to it."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.span_exporter: InMemorySpanExporter = InMemorySpanExporter()
+        self.metric_reader: InMemoryMetricReader = InMemoryMetricReader()
+        self.tracer_provider: TracerProvider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.span_exporter))
+        self.meter_provider: MeterProvider = MeterProvider(metric_readers=[self.metric_reader])
+
+    def configure(self, **kwargs: Any) -> None:
+        """``faithtrace.configure(**kwargs)`` with this capture's providers."""
+        import faithtrace
+
+        kwargs.setdefault("tracer_provider", self.tracer_provider)
+        kwargs.setdefault("meter_provider", self.meter_provider)
+        faithtrace.configure(**kwargs)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        import faithtrace
+
+        return faithtrace.flush(timeout)
+
+    def spans(self, name: str | None = None) -> list[ReadableSpan]:
+        spans = list(self.span_exporter.get_finished_spans())
+        return [s for s in spans if name is None or s.name == name]
+
+    def evaluation_spans(self) -> list[ReadableSpan]:
+        from faithtrace._telemetry.names import EVALUATION_SPAN
+
+        return self.spans(EVALUATION_SPAN)
+
+    def metrics(self) -> dict[str, Any]:
+        """Metric name → metric data (the SDK's ``Sum``/``Histogram``/``Gauge``), collected now."""
+        found: dict[str, Any] = {}
+        data = self.metric_reader.get_metrics_data()
+        for resource in data.resource_metrics if data is not None else []:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found[metric.name] = metric.data
+        return found
+
+    def points(self, name: str) -> list[NumberDataPoint]:
+        """The data points of metric ``name`` (empty when it has none)."""
+        metric = self.metrics().get(name)
+        return list(metric.data_points) if metric is not None else []
+
+    def clear(self) -> None:
+        self.span_exporter.clear()
+
+
+@pytest.fixture
+def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
+    """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
+    from faithtrace import _internal, shutdown
+
+    capture = FaithtraceCapture()
+    previous = _internal.raise_internal_errors
+    _internal.raise_internal_errors = True
+    capture.configure()
+    try:
+        yield capture
+    finally:
+        shutdown(timeout=10.0)
+        _internal.raise_internal_errors = previous
+        capture.tracer_provider.shutdown()
+        capture.meter_provider.shutdown()

@@ -83,6 +83,10 @@ STEP_LLM_CALLS: Final = "faithtrace.step.llm_calls"
 STEP_COST_USD: Final = "faithtrace.step.cost_usd"
 STEP_DURATION: Final = "faithtrace.step.duration_s"
 STEP_CACHED: Final = "faithtrace.step.cached"
+JUDGE_ATTEMPT: Final = "faithtrace.judge.attempt"  # on a judge call span: 1, then retries
+
+OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
+OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
 
 # --- metrics (OTel names; Prometheus replaces dots with underscores and adds unit/type suffixes) -------------
 METRIC_SCORE: Final = "faithtrace.evaluation.score"  # histogram, unit 1
@@ -95,12 +99,14 @@ METRIC_JUDGE_COST: Final = "faithtrace.judge.cost"  # counter, USD
 METRIC_QUEUE_DEPTH: Final = "faithtrace.queue.depth"  # gauge
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # histogram, {token}
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"  # histogram, s
+METRIC_INTERNAL_ERRORS: Final = "faithtrace.internal_errors"  # counter: faithtrace bugs caught and swallowed
 
 # Metric attributes: low-cardinality only, never text.
 OUTCOME: Final = "faithtrace.outcome"  # scored | no_claims | no_context | error | dropped | sampled_out
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"
+OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the call: nothing to score
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 CLAIM_BUCKETS: Final = (0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)

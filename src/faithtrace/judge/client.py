@@ -35,11 +35,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # The OTel key instrumentations check before tracing a call: set while the judge runs so that a host app that
 # instruments litellm/OpenAI does not trace our judge calls a second time.
-_SUPPRESS_KEY = otel_context.create_key("suppress_instrumentation")
-try:  # the SDK's own key object, so that contrib instrumentations see it
-    from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY  # type: ignore[no-redef]
-except ImportError:  # pragma: no cover - older API
-    pass
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY  # noqa: E402
 
 
 class OutputRejected(Exception):
@@ -68,9 +64,12 @@ class Endpoint:
 
 
 def _litellm() -> Any:
-    # Imported on first use: litellm takes a second or more to import and the decorator's import must be cheap.
+    # Imported on first use: litellm takes a second or more to import; the decorator's import must be cheap.
     import litellm
 
+    # litellm prints a "Give Feedback / Get Help" banner to stdout on every failed call; our errors are
+    # reported in results and logs instead, and a CLI's stdout must stay clean.
+    litellm.suppress_debug_info = True
     return litellm
 
 
@@ -89,7 +88,11 @@ def _error_type(exc: BaseException) -> str:
         "NotFoundError": "judge_bad_request",
         "ContextWindowExceededError": "context_window_exceeded",
     }
-    return mapping.get(name, name)
+    etype = mapping.get(name, name)
+    if etype == "judge_server_error" and "connection error" in str(exc).lower():
+        # litellm reports a refused/reset connection to an OpenAI-compatible server as a 500.
+        etype = "judge_unavailable"
+    return etype
 
 
 _RETRYABLE = {"timeout", "rate_limited", "judge_unavailable", "judge_server_error"}
@@ -123,7 +126,10 @@ class Judge:
 
                 ep = ensure_local_judge()
                 self._endpoint = Endpoint(
-                    model=ep.model, api_base=ep.api_base, api_key=ep.api_key, local=True,
+                    model=ep.model,
+                    api_base=ep.api_base,
+                    api_key=ep.api_key,
+                    local=True,
                     display_model=ep.display_model,
                 )
             else:
@@ -214,6 +220,10 @@ class Judge:
                 exc.calls = list(calls)
                 raise
             try:
+                if finish_reason == "length":
+                    # JSON repair would happily close a cut-off list and drop its tail (claims, verdicts)
+                    # without anyone noticing: a truncated reply is never accepted.
+                    raise ValueError("the reply was incomplete")
                 value = schema.model_validate(_parse_json(raw))
                 if check is not None:
                     check(value)
@@ -297,12 +307,18 @@ class Judge:
         except Exception as exc:
             etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _error_type(exc)
             calls.append(
-                LLMCall(step=step, model=self.model_name, attempt=attempt, start_time_ns=start_ns,
-                        duration_s=time.perf_counter() - t0, error_type=etype)
+                LLMCall(
+                    step=step,
+                    model=self.model_name,
+                    attempt=attempt,
+                    start_time_ns=start_ns,
+                    duration_s=time.perf_counter() - t0,
+                    error_type=etype,
+                )
             )
             if mode != "json_object" and _rejects_format(exc):
-                # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to JSON
-                # mode for the rest of this judge's life and try again at once.
+                # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to
+                # JSON mode for the rest of this judge's life and try again at once.
                 logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
                 self._mode = "json_object"
                 return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
@@ -376,6 +392,8 @@ def _rejects_format(exc: BaseException) -> bool:
     if isinstance(exc, ModuleNotFoundError):  # litellm builds with tools= import an optional package (mcp)
         return True
     text = str(exc).lower()
+    if "no module named" in text:  # ... which litellm usually wraps in an APIConnectionError
+        return True
     return _error_type(exc) == "judge_bad_request" and any(
         k in text for k in ("response_format", "json_schema", "tool_choice", "tools")
     )

@@ -1,12 +1,236 @@
-"""The faithfulness pipeline (interface; implementation in progress)."""
+"""The faithfulness pipeline: truths (optional) → claims → verdicts → score (in code) → reason.
+
+``run_pipeline`` never raises for judge failures: it returns ``outcome=error`` with the step that failed and
+every LLM call made up to that point, so a failed evaluation still reports what it cost.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
+from faithtrace._errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
-from faithtrace.scoring.models import FaithfulnessResult
+from faithtrace.scoring import score as scoring
+from faithtrace.scoring import steps
+from faithtrace.scoring.cache import TruthCache, truth_cache
+from faithtrace.scoring.models import (
+    ClaimVerdict,
+    ErrorInfo,
+    FaithfulnessResult,
+    LLMCall,
+    Outcome,
+    StepUsage,
+    VerdictCounts,
+)
 from faithtrace.scoring.options import ScoringOptions
+
+logger = logging.getLogger("faithtrace")
+
+StepName = Literal["truths", "claims", "verdicts", "reason"]
+
+
+def prepare_contexts(contexts: Sequence[str], max_chars: int) -> tuple[list[str], bool]:
+    """Non-blank documents, in order, cut to ``max_chars`` in total; and whether anything was cut."""
+    documents: list[str] = []
+    budget = max_chars
+    cut = False
+    for text in contexts:
+        doc = text.strip()
+        if not doc:
+            continue
+        if budget <= 0:
+            cut = True
+            break
+        if len(doc) > budget:
+            doc, cut = doc[:budget], True
+        documents.append(doc)
+        budget -= len(doc)
+    return documents, cut
+
+
+def step_usage(
+    step: StepName, calls: Sequence[LLMCall], duration_s: float, *, cached: bool = False
+) -> StepUsage:
+    ok = [c for c in calls if c.error_type is None]
+    costs = [c.cost_usd for c in ok]
+    cost = None if not ok or any(c is None for c in costs) else sum(c for c in costs if c is not None)
+    return StepUsage(
+        step=step,
+        model=calls[0].model if calls else None,
+        llm_calls=len(calls),
+        input_tokens=sum(c.input_tokens or 0 for c in calls),
+        output_tokens=sum(c.output_tokens or 0 for c in calls),
+        cost_usd=cost,
+        duration_s=duration_s,
+        cached=cached,
+    )
+
+
+@dataclass
+class _Run:
+    """What one evaluation has spent so far, step by step."""
+
+    judge: Judge
+    options: ScoringOptions
+    started: float = field(default_factory=time.perf_counter)
+    steps: list[StepUsage] = field(default_factory=list)
+    calls: list[LLMCall] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    truths: list[str] = field(default_factory=list)
+
+    def record(self, step: StepName, calls: Sequence[LLMCall], t0: float, *, cached: bool = False) -> None:
+        self.steps.append(step_usage(step, calls, time.perf_counter() - t0, cached=cached))
+        self.calls.extend(calls)
+
+    def result(self, outcome: Outcome, **fields: object) -> FaithfulnessResult:
+        return FaithfulnessResult.model_validate(
+            {
+                "outcome": outcome,
+                "threshold": self.options.threshold,
+                "idk_policy": self.options.idk_policy,
+                "truths": self.truths,
+                "judge_model": self.judge.model_name,
+                "steps": self.steps,
+                "calls": self.calls,
+                "duration_s": time.perf_counter() - self.started,
+                **fields,
+            }
+        )
+
+    def failed(self, step: StepName, exc: BaseException, t0: float) -> FaithfulnessResult:
+        self.record(step, _calls_of(exc), t0)
+        logger.debug("faithtrace: %s step failed: %s", step, exc)
+        return self.result(Outcome.ERROR, error=_error_info(step, exc))
+
+
+async def _truths(run: _Run, documents: Sequence[str], cache: TruthCache) -> list[LLMCall]:
+    """Facts per document, cached by document hash + judge model; returns the calls made (none if all cached).
+
+    Raises JudgeError with ``calls`` set to every call made for this step.
+    """
+    model = run.judge.model_name
+    truths: list[str] = []
+    calls: list[LLMCall] = []
+    for doc in documents:
+        found = cache.get(model, doc)
+        if found is None:
+            try:
+                out, got = await steps.extract_truths(run.judge, steps.TruthsInput(document=doc))
+            except JudgeError as exc:
+                exc.calls = [*calls, *exc.calls]
+                raise
+            calls.extend(got)
+            found = out.truths
+            cache.put(model, doc, found)
+        truths.extend(found)
+    run.truths = truths
+    return calls
+
+
+def _template_reason(counts: VerdictCounts, outcome: Outcome) -> str:
+    n = counts.total
+    if outcome is Outcome.NO_CLAIMS:
+        return "The answer makes no checkable factual claims, so it has no faithfulness score."
+    if outcome is Outcome.NO_CONTEXT:
+        return (
+            f"No context was retrieved (or it was empty), so none of the answer's {n} claim(s) can be "
+            "supported by it; the score is 0."
+        )
+    return f"All {n} claim(s) in the answer are supported by the retrieved context."
+
+
+def _fallback_reason(counts: VerdictCounts) -> str:
+    return (
+        f"{counts.yes} of {counts.total} claim(s) are supported by the retrieved context, {counts.no} are "
+        f"contradicted by it and {counts.idk} are not found in it."
+    )
+
+
+async def _reason(
+    run: _Run, counts: VerdictCounts, value: float | None, verdicts: Sequence[ClaimVerdict], outcome: Outcome
+) -> str | None:
+    if not run.options.include_reason:
+        return None
+    t0 = time.perf_counter()
+    unsupported = [v for v in verdicts if v.verdict != "yes"]
+    if outcome is not Outcome.SCORED or not unsupported:
+        run.record("reason", [], t0)
+        text = _template_reason(counts, outcome)
+    else:
+        score_text = (
+            f"{value:.2f} ({counts.yes} of {counts.total} claims supported, {counts.no} contradicted, "
+            f"{counts.idk} not found in the documents)"
+        )
+        findings = [(v.text, v.verdict, v.reason) for v in unsupported]
+        try:
+            out, calls = await steps.write_reason(
+                run.judge, steps.ReasonInput(score_text=score_text, findings=findings)
+            )
+            run.record("reason", calls, t0)
+            text = out.reason
+        except JudgeError as exc:
+            # The score stands on its own; losing it because the explanation failed would be worse.
+            logger.warning("faithtrace: the judge could not write a reason (%s); using a summary", exc)
+            run.record("reason", _calls_of(exc), t0)
+            text = _fallback_reason(counts)
+    if run.notes:
+        text = text + " " + " ".join(run.notes)
+    return text
+
+
+_JUDGE_FAILURES = (JudgeError, LocalJudgeError)
+
+
+async def _truths_and_claims(
+    run: _Run, documents: list[str], claims_in: steps.ClaimsInput, cache: TruthCache
+) -> list[str] | FaithfulnessResult:
+    """Steps 1 and 2: the claims (or an error result).
+
+    Sequential on the local judge: llama.cpp serves one request at a time, and running the claims prompt
+    last leaves the documents in its KV cache for the verdicts. Concurrent on hosted judges, where latency
+    dominates.
+    """
+    use_truths = run.options.use_truths and bool(documents)
+    t0 = time.perf_counter()
+    if use_truths and not run.judge.settings.is_local:
+        truths_res, claims_res = await asyncio.gather(
+            _truths(run, documents, cache), steps.extract_claims(run.judge, claims_in), return_exceptions=True
+        )
+        failure: tuple[StepName, BaseException] | None = None
+        if isinstance(truths_res, BaseException):
+            failure = ("truths", truths_res)
+            run.record("truths", _calls_of(truths_res), t0)
+        else:
+            run.record("truths", truths_res, t0, cached=not truths_res)
+        if isinstance(claims_res, BaseException):
+            failure = failure or ("claims", claims_res)
+            run.record("claims", _calls_of(claims_res), t0)
+        else:
+            run.record("claims", claims_res[1], t0)
+        if failure is not None:
+            if not isinstance(failure[1], _JUDGE_FAILURES):
+                raise failure[1]
+            return run.result(Outcome.ERROR, error=_error_info(failure[0], failure[1]))
+        assert not isinstance(claims_res, BaseException)
+        return claims_res[0].claims
+    if use_truths:
+        try:
+            calls = await _truths(run, documents, cache)
+        except _JUDGE_FAILURES as exc:
+            return run.failed("truths", exc, t0)
+        run.record("truths", calls, t0, cached=not calls)
+    t1 = time.perf_counter()
+    try:
+        out, calls = await steps.extract_claims(run.judge, claims_in)
+    except _JUDGE_FAILURES as exc:
+        return run.failed("claims", exc, t1)
+    run.record("claims", calls, t1)
+    return out.claims
 
 
 async def run_pipeline(
@@ -16,6 +240,85 @@ async def run_pipeline(
     *,
     judge: Judge,
     options: ScoringOptions,
+    cache: TruthCache | None = None,
 ) -> FaithfulnessResult:
     """Score ``answer`` against ``contexts``. Never raises for judge failures: returns ``outcome=error``."""
-    raise NotImplementedError
+    run = _Run(judge=judge, options=options)
+    if isinstance(contexts, str):  # one document, not a sequence of characters
+        contexts = [contexts]
+    documents, cut = prepare_contexts(contexts, options.max_context_chars)
+    if cut:
+        run.notes.append(f"(The retrieved context was cut to {options.max_context_chars} characters.)")
+    text = answer.strip()
+    if len(text) > options.max_answer_chars:
+        text = text[: options.max_answer_chars]
+        run.notes.append(f"(The answer was cut to {options.max_answer_chars} characters.)")
+    question = query.strip() if query and query.strip() else None
+    no_claims = _maybe(options, _template_reason(VerdictCounts(), Outcome.NO_CLAIMS))
+    if not text:
+        return run.result(Outcome.NO_CLAIMS, reason=no_claims)
+
+    claims_in = steps.ClaimsInput(question=question, answer=text, documents=documents)
+    got = await _truths_and_claims(run, documents, claims_in, truth_cache if cache is None else cache)
+    if isinstance(got, FaithfulnessResult):
+        return got
+    claims = got
+    if not claims:
+        return run.result(Outcome.NO_CLAIMS, reason=no_claims)
+    if len(claims) > options.max_claims:
+        run.notes.append(
+            f"(Only the first {options.max_claims} of {len(claims)} claims were judged: max_claims.)"
+        )
+        claims = claims[: options.max_claims]
+
+    # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
+    t0 = time.perf_counter()
+    if not documents:
+        verdicts = [ClaimVerdict(text=c, verdict="idk", reason="No context was retrieved.") for c in claims]
+        outcome = Outcome.NO_CONTEXT
+    else:
+        try:
+            judged, calls = await steps.judge_claims(
+                judge,
+                steps.VerdictsInput(documents=documents, claims=claims, truths=run.truths),
+                options.verdict_batch_size,
+            )
+        except _JUDGE_FAILURES as exc:
+            return run.failed("verdicts", exc, t0)
+        run.record("verdicts", calls, t0)
+        verdicts = judged.verdicts
+        outcome = Outcome.SCORED
+
+    # 4. the score, in code.
+    counts = scoring.count(verdicts)
+    value: float | None
+    faithful: float | None
+    if outcome is Outcome.NO_CONTEXT:
+        value, faithful = 0.0, 0.0  # nothing to be faithful to: never a perfect score, whatever the policy
+    else:
+        value, faithful = scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
+
+    # 5. the reason.
+    reason = await _reason(run, counts, value, verdicts, outcome)
+    return run.result(
+        outcome,
+        score=value,
+        faithfulness=faithful,
+        passed=scoring.passed(value, options.threshold),
+        counts=counts,
+        claims=verdicts,
+        reason=reason,
+    )
+
+
+def _maybe(options: ScoringOptions, text: str) -> str | None:
+    return text if options.include_reason else None
+
+
+def _calls_of(exc: BaseException) -> list[LLMCall]:
+    return [c for c in getattr(exc, "calls", []) if isinstance(c, LLMCall)]
+
+
+def _error_info(step: StepName, exc: BaseException) -> ErrorInfo:
+    etype = exc.type if isinstance(exc, JudgeError) else "local_judge_unavailable"
+    return ErrorInfo(type=etype, message=(str(exc) or etype)[:1000], step=step)

@@ -1,0 +1,63 @@
+"""Agreement with human labels, computed without numpy/sklearn (the project venv need not have them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def auroc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
+    """Probability that a random positive outranks a random negative (ties count half). None if one class."""
+    pos = [s for y, s in zip(labels, scores, strict=True) if y]
+    neg = [s for y, s in zip(labels, scores, strict=True) if not y]
+    if not pos or not neg:
+        return None
+    wins = 0.0
+    for p in pos:
+        for n in neg:
+            wins += 1.0 if p > n else 0.5 if p == n else 0.0
+    return wins / (len(pos) * len(neg))
+
+
+def balanced_accuracy(labels: Sequence[bool], predicted: Sequence[bool]) -> float | None:
+    tp = sum(1 for y, p in zip(labels, predicted, strict=True) if y and p)
+    fn = sum(1 for y, p in zip(labels, predicted, strict=True) if y and not p)
+    tn = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and not p)
+    fp = sum(1 for y, p in zip(labels, predicted, strict=True) if not y and p)
+    if tp + fn == 0 or tn + fp == 0:
+        return None
+    return (tp / (tp + fn) + tn / (tn + fp)) / 2
+
+
+def confusion(labels: Sequence[bool], predicted: Sequence[bool]) -> dict[str, int]:
+    pairs = list(zip(labels, predicted, strict=True))
+    return {
+        "tp": sum(1 for y, p in pairs if y and p),
+        "fn": sum(1 for y, p in pairs if y and not p),
+        "tn": sum(1 for y, p in pairs if not y and not p),
+        "fp": sum(1 for y, p in pairs if not y and p),
+    }
+
+
+def summarise(records: list[dict[str, Any]], threshold_note: str) -> dict[str, Any]:
+    """``records``: one per row with ``hallucinated`` (label), ``risk`` (higher = more likely hallucinated),
+    ``predicted`` (bool), ``invalid`` (bool) and usage fields."""
+    labels = [bool(r["hallucinated"]) for r in records]
+    n = len(records)
+
+    def mean(key: str) -> float | None:
+        vals = [r[key] for r in records if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    return {
+        "rows": n,
+        "balanced_accuracy": balanced_accuracy(labels, [bool(r["predicted"]) for r in records]),
+        "auroc": auroc(labels, [float(r["risk"]) for r in records]),
+        "confusion": confusion(labels, [bool(r["predicted"]) for r in records]),
+        "invalid_rate": (sum(1 for r in records if r.get("invalid")) / n) if n else None,
+        "llm_calls_per_eval": mean("llm_calls"),
+        "input_tokens_per_eval": mean("input_tokens"),
+        "output_tokens_per_eval": mean("output_tokens"),
+        "seconds_per_eval": mean("seconds"),
+        "decision_rule": threshold_note,
+    }

@@ -1,0 +1,69 @@
+"""faithtrace's three request-path modes for overhead.py: disabled, sampled out, sampled in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+def add(
+    bench: Any, rag: Callable[[str, list[str]], str], exporter: InMemorySpanExporter, provider: Any
+) -> None:
+    from _overhead_variants import Variant
+
+    try:
+        import faithtrace
+
+        decorated = faithtrace.trace_faithfulness(query="question", contexts="contexts")(rag)
+    except Exception as exc:  # the decorator is not there (yet): say so, measure the rest
+        for mode in ("disabled", "sampled out", "sampled in"):
+            bench.missing[f"faithtrace {mode}"] = f"unavailable: {type(exc).__name__}: {exc}"[:120]
+        return
+    judge = _parked_judge(bench)
+
+    def configure(**kwargs: Any) -> Callable[[], None]:
+        def apply() -> None:
+            # shutdown_timeout_s=0: configure() replaces the runtime, and the old one must not wait for its
+            # parked jobs. A queue this large holds every sampled-in call of the run: enqueued, never dropped.
+            worker = faithtrace.WorkerOptions(queue_size=1_000_000, shutdown_timeout_s=0.0)
+            faithtrace.configure(judge=judge, tracer_provider=provider, worker=worker, **kwargs)
+
+        return apply
+
+    bench.closers.append(lambda: faithtrace.shutdown(timeout=0.5))
+    bench.variants.append(
+        Variant("faithtrace disabled", decorated, setup=configure(enabled=False), note="enabled=False")
+    )
+    bench.variants.append(
+        Variant(
+            "faithtrace sampled out",
+            decorated,
+            setup=configure(sampling=faithtrace.SamplingOptions(ratio=0.0)),
+            note="sample rate 0",
+        )
+    )
+    bench.variants.append(
+        Variant(
+            "faithtrace sampled in",
+            decorated,
+            setup=configure(sampling=faithtrace.SamplingOptions(ratio=1.0)),
+            note="span + enqueue; judge parked, scoring not counted",
+            exporter=exporter,
+        )
+    )
+
+
+def _parked_judge(bench: Any) -> Any:
+    """A loopback judge that takes an hour per request: jobs wait on a socket and cost no CPU in the run."""
+    import _common
+
+    import faithtrace
+
+    cm = _common.fake_judge(3600.0, max_seconds=3600.0)
+    base = cm.__enter__()
+    bench.closers.append(lambda: cm.__exit__(None, None, None))
+    return faithtrace.JudgeSettings(
+        model="openai/bench-parked", api_base=base, api_key="sk-bench", structured_output="json_schema"
+    )

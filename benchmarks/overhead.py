@@ -1,0 +1,176 @@
+"""Request-path overhead of @trace_faithfulness against a bare OTel span and the peers' decorators.
+
+Every variant wraps the same tiny RAG function and runs in this one process, with in-memory span exporters.
+Rounds are interleaved (variant order shuffled per round) and the median per-call time is reported, because
+this machine is shared and noisy. The judge is a loopback stand-in that never answers within the run, so
+sampled-in calls pay for the span and the enqueue but scoring itself costs nothing here (it runs off the
+request path; throughput.py measures it).
+
+The peers (OpenInference, Logfire, Langfuse) are imported when installed; if they are not, and the peers'
+venv exists (see README), the script re-runs itself under that venv's interpreter so all variants share one
+process. A peer that still cannot be imported is reported as "not installed".
+
+    python benchmarks/overhead.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common
+import _overhead_variants as variants
+
+PEERS_VENV_PYTHON = Path.home() / ".cache/faithtrace/bench-peers-venv/bin/python"
+
+TARGET_SAMPLED_IN_RATIO = 1.3
+TARGET_SAMPLED_OUT_EXTRA_NS = 1000.0
+
+
+def _maybe_reexec(args: argparse.Namespace) -> None:
+    if args.no_peers or os.environ.get("FAITHTRACE_BENCH_REEXEC"):
+        return
+    if variants.peers_importable():
+        return
+    python = Path(args.peers_python) if args.peers_python else PEERS_VENV_PYTHON
+    # Compare venvs, not binaries: both venvs' pythons are symlinks to the same interpreter.
+    if python.exists() and python.parent.parent.resolve() != Path(sys.prefix).resolve():
+        print(f"peers not importable here; re-running under {python}", flush=True)
+        os.environ["FAITHTRACE_BENCH_REEXEC"] = "1"
+        os.execv(str(python), [str(python), *sys.argv])
+
+
+def _time_call(fn: Callable[..., Any], n: int) -> float:
+    """Nanoseconds per call of ``fn`` over ``n`` calls (one timed block: the clock read is amortised)."""
+    q = "What is the refund window?"
+    ctx = variants.CONTEXTS
+    perf = time.perf_counter_ns
+    start = perf()
+    for _ in range(n):
+        fn(q, ctx)
+    return (perf() - start) / n
+
+
+def run(n: int, rounds: int, include_peers: bool, seed: int) -> dict[str, Any]:
+    bench = variants.build(include_peers=include_peers)
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {v.name: [] for v in bench.variants}
+    try:
+        for v in bench.variants:  # warm-up: imports, first-span setup, caches
+            v.setup()
+            _time_call(v.fn, min(n, 500))
+        for _ in range(rounds):
+            order = list(bench.variants)
+            rng.shuffle(order)
+            for v in order:
+                v.setup()
+                bench.clear()
+                gc.collect()
+                gc.disable()  # a collection landing in one variant's block is noise, not overhead
+                try:
+                    samples[v.name].append(_time_call(v.fn, n))
+                finally:
+                    gc.enable()
+        checks = bench.check()
+    finally:
+        bench.close()
+
+    med = {name: _common.median(vals) for name, vals in samples.items()}
+    floor = med.get("otel span (floor)")
+    bare = med.get("bare function")
+    rows = []
+    for v in bench.variants:
+        m = med[v.name]
+        rows.append(
+            {
+                "variant": v.name,
+                "ns_per_call_median": m,
+                "ns_min": min(samples[v.name]),
+                "ns_max": max(samples[v.name]),
+                "ratio_to_otel_floor": (m / floor) if floor else None,
+                "ns_over_bare": (m - bare) if bare is not None else None,
+                "note": v.note,
+            }
+        )
+    for name, note in bench.missing.items():
+        rows.append({"variant": name, "ns_per_call_median": None, "note": note})
+    targets: dict[str, Any] = {}
+    if floor and "faithtrace sampled in" in med:
+        r = med["faithtrace sampled in"] / floor
+        targets["sampled_in_ratio_to_floor"] = {
+            "value": r,
+            "target": TARGET_SAMPLED_IN_RATIO,
+            "met": r <= 1.3,
+        }
+    if bare is not None and "faithtrace sampled out" in med:
+        extra = med["faithtrace sampled out"] - bare
+        targets["sampled_out_ns_over_bare"] = {
+            "value": extra,
+            "target": TARGET_SAMPLED_OUT_EXTRA_NS,
+            "met": extra <= TARGET_SAMPLED_OUT_EXTRA_NS,
+        }
+    return {
+        "calls_per_round": n,
+        "rounds": rounds,
+        "results": rows,
+        "targets": targets,
+        "checks": checks,
+        "versions": bench.versions,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Request-path overhead per call (ns), ratios to an OTel span."
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds (about 20 s)")
+    parser.add_argument("--calls", type=int, help="calls per timed block (default 10000, quick 3000)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 5)")
+    parser.add_argument("--no-peers", action="store_true", help="measure faithtrace and OTel only")
+    parser.add_argument("--peers-python", help=f"interpreter with the peers installed ({PEERS_VENV_PYTHON})")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", help="JSON output path (default benchmarks/results/overhead.json)")
+    args = parser.parse_args(argv)
+    _maybe_reexec(args)
+    n = args.calls or (3000 if args.quick else 10000)
+    rounds = args.rounds or (5 if args.quick else 11)
+    data = run(n, rounds, include_peers=not args.no_peers, seed=args.seed)
+    headers = ["variant", "ns/call (median)", "min", "max", "x OTel floor", "ns over bare", "note"]
+    print(f"\noverhead per call: {n} calls x {rounds} interleaved rounds, median\n")
+    print(
+        _common.table(
+            headers,
+            [
+                [
+                    r["variant"],
+                    r.get("ns_per_call_median"),
+                    r.get("ns_min"),
+                    r.get("ns_max"),
+                    r.get("ratio_to_otel_floor"),
+                    r.get("ns_over_bare"),
+                    r.get("note", ""),
+                ]
+                for r in data["results"]
+            ],
+        )
+    )
+    for name, t in data["targets"].items():
+        print(f"target {name}: {t['value']:.2f} (target {t['target']}) -> {'met' if t['met'] else 'MISSED'}")
+    for name, ok in data["checks"].items():
+        print(f"check {name}: {ok}")
+    path = _common.write_results("overhead", data, args.out)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

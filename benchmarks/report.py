@@ -1,0 +1,120 @@
+"""Rewrite the "Latest figures" section of benchmarks/README.md from results/*.json.
+
+python benchmarks/report.py            # after running the benchmarks
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+MARKER = "<!-- figures -->"
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _head(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
+    return (
+        f"{doc['date']} · {m['cpu']}, {m['cores']} cores, load {m['loadavg_1m']:.1f} · "
+        f"Python {m['python']}  \n"
+        f"`{doc['command']}`\n"
+    )
+
+
+def overhead(doc: dict[str, Any]) -> str:
+    lines = [f"### overhead ({doc['calls_per_round']} calls × {doc['rounds']} rounds, median)\n", _head(doc)]
+    lines.append("| variant | ns/call | × OTel floor | ns over bare |")
+    lines.append("| --- | ---: | ---: | ---: |")
+    for r in doc["results"]:
+        if r.get("ns_per_call_median") is None:
+            lines.append(f"| {r['variant']} | {r['note']} | | |")
+        else:
+            lines.append(
+                f"| {r['variant']} | {_f(r['ns_per_call_median'], 0)} | {_f(r['ratio_to_otel_floor'])} | "
+                f"{_f(r['ns_over_bare'], 0)} |"
+            )
+    for name, t in doc.get("targets", {}).items():
+        lines.append(
+            f"\n- {name}: {_f(t['value'])} (target {t['target']}): **{'met' if t['met'] else 'missed'}**"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def throughput(doc: dict[str, Any]) -> str:
+    lines = [f"### throughput (fake judge, {doc['judge_latency_s'] * 1000:.0f} ms per call)\n", _head(doc)]
+    lines.append("| concurrency | evaluations | seconds | evals/s | judge calls/eval |")
+    lines.append("| ---: | ---: | ---: | ---: | ---: |")
+    for r in doc["sweep"]:
+        lines.append(
+            f"| {r['concurrency']} | {r['evaluations']}/{r['jobs']} | {_f(r['seconds'], 1)} | "
+            f"{_f(r['evals_per_s'])} | {_f(r['judge_calls_per_eval'])} |"
+        )
+    o = doc["overload"]
+    lines.append(
+        f"\nHost at {o['host_rate_per_s']:.0f} req/s, queue {o['queue_size']}, "
+        f"concurrency {o['concurrency']}:\n"
+    )
+    lines.append("| condition | calls | p50 ms | p99 ms | max ms |")
+    lines.append("| --- | ---: | ---: | ---: | ---: |")
+    for k, v in o["host_latency"].items():
+        lines.append(f"| {k} | {v['calls']} | {_f(v['p50_ms'])} | {_f(v['p99_ms'])} | {_f(v['max_ms'])} |")
+    lines.append(
+        f"\nOverload {o['overload_seconds']:.0f} s: {o['evaluations_during_overload']} evaluated, "
+        f"{o['dropped_during_overload']} dropped, queue depth max {_f(o['queue_depth_max'], 0)}; RSS "
+        f"{_f(o['rss_mb_first'], 1)} → {_f(o['rss_mb_last'], 1)} MiB (max {_f(o['rss_mb_max'], 1)}, "
+        f"growth over the second half {_f(o['rss_mb_second_half_growth'], 1)} MiB), "
+        f"peak RSS {_f(o['peak_rss_mb'], 1)} MiB."
+    )
+    if doc.get("faithtrace_api_errors"):
+        lines.append(
+            f"\nfaithtrace API calls that raised: {len(doc['faithtrace_api_errors'])} (see the JSON)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def accuracy(doc: dict[str, Any]) -> str:
+    lines = [f"### accuracy ({doc['subset']}, judge {doc['judge']})\n", _head(doc)]
+    lines.append(
+        "| system | bal. acc. | AUROC | invalid | calls/eval | in tok/eval | out tok/eval | s/eval |"
+    )
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, s in doc["systems"].items():
+        lines.append(
+            f"| {name} | {_f(s['balanced_accuracy'])} | {_f(s['auroc'])} | {_f(s['invalid_rate'])} | "
+            f"{_f(s['llm_calls_per_eval'], 1)} | {_f(s['input_tokens_per_eval'], 0)} | "
+            f"{_f(s['output_tokens_per_eval'], 0)} | {_f(s['seconds_per_eval'], 1)} |"
+        )
+    for k, v in doc.get("notes", {}).items():
+        lines.append(f"\n- {k}: {v}")
+    lines.append(f"\nRows: {', '.join(doc['row_ids'])}.")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parts = []
+    for name, render in (("overhead", overhead), ("throughput", throughput), ("accuracy", accuracy)):
+        path = HERE / "results" / f"{name}.json"
+        if path.exists():
+            parts.append(render(json.loads(path.read_text())))
+        else:
+            parts.append(f"### {name}\n\nnot run yet (`python benchmarks/{name}.py`)\n")
+    readme = HERE / "README.md"
+    text = readme.read_text()
+    head = text.split(MARKER)[0]
+    readme.write_text(head + MARKER + "\n\n" + "\n".join(parts))
+    print(f"updated {readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

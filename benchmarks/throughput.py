@@ -1,0 +1,272 @@
+"""Background scoring under load: evaluations/s vs worker concurrency, drops, memory, and the host's latency.
+
+The judge is a stand-in on 127.0.0.1 with a fixed latency per request (300 ms by default), speaking the
+OpenAI chat API in its own process, so litellm's real client path and faithtrace's real parsing path run and
+the judge takes no CPU or GIL from this process. Three phases:
+
+1. sweep: for each worker concurrency, enqueue a batch of evaluations and time ``faithtrace.flush()``;
+2. host latency: a host loop calls a CPU-bound request handler at a fixed rate, first undecorated with the
+   worker idle, then decorated and sampled in while the queue is full and the worker saturated (overload);
+3. memory: RSS sampled every second through the overload phase (``--overload-seconds``, 600 in a full run).
+
+Bounded loops and loopback only; the judge process stops with this one.
+
+    python benchmarks/throughput.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common
+import _throughput_setup as setup
+
+
+def _host_work(question: str, contexts: list[str]) -> str:
+    # About a millisecond of pure-Python work, like a request handler: GIL contention from the worker shows.
+    acc = 0
+    for i in range(20_000):
+        acc = (acc * 31 + i) & 0xFFFF
+    return f"Answer {acc}: refunds are accepted within 30 days."
+
+
+def _host_loop(
+    fn: Callable[[str, list[str]], str],
+    rate: float,
+    seconds: float,
+    on_tick: Callable[[], None] | None = None,
+) -> list[float]:
+    """Call ``fn`` at a fixed rate for ``seconds``; return the per-call latencies in ms."""
+    latencies: list[float] = []
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    deadline = start + seconds
+    next_t = start
+    last_tick = start
+    while True:
+        now = time.perf_counter()
+        if now >= deadline:
+            break
+        if now < next_t:
+            time.sleep(next_t - now)
+        t0 = time.perf_counter()
+        fn("What is the refund window?", setup.CONTEXTS)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        next_t += interval
+        if on_tick is not None and t0 - last_tick >= 1.0:
+            on_tick()
+            last_tick = t0
+    return latencies
+
+
+def _latency_summary(lat: list[float]) -> dict[str, float]:
+    return {
+        "calls": len(lat),
+        "p50_ms": _common.percentile(lat, 50),
+        "p99_ms": _common.percentile(lat, 99),
+        "max_ms": max(lat) if lat else float("nan"),
+    }
+
+
+def sweep(
+    ft: setup.Faithtrace, concurrencies: list[int], per_worker: int, min_jobs: int
+) -> list[dict[str, Any]]:
+    # Warm-up: the first evaluation imports litellm (seconds); that belongs to start-up, not to throughput.
+    ft.configure(concurrency=1, queue_size=64, rate=1.0)
+    ft.decorated(_host_work_fast)("warm-up", setup.CONTEXTS)
+    ft.flush(timeout=120)
+    rows = []
+    for c in concurrencies:
+        jobs = max(min_jobs, c * per_worker)
+        ft.configure(concurrency=c, queue_size=max(jobs * 2, 64), rate=1.0)
+        fn = ft.decorated(_host_work_fast)
+        before = ft.exporter.snapshot()
+        t0 = time.perf_counter()
+        for _ in range(jobs):
+            fn("What is the refund window?", setup.CONTEXTS)
+        ok = ft.flush(timeout=600)
+        elapsed = time.perf_counter() - t0
+        after = ft.exporter.snapshot()
+        done = after["evaluations"] - before["evaluations"]
+        rows.append(
+            {
+                "concurrency": c,
+                "jobs": jobs,
+                "evaluations": done,
+                "scored": after["scored"] - before["scored"],
+                "errors": after["errors"] - before["errors"],
+                "dropped": after["dropped"] - before["dropped"],
+                "seconds": elapsed,
+                "evals_per_s": done / elapsed if elapsed else None,
+                "judge_calls_per_eval": (after["judge_calls"] - before["judge_calls"]) / done
+                if done
+                else None,
+                "flushed": ok,
+            }
+        )
+        print(f"  concurrency {c}: {done}/{jobs} evaluations in {elapsed:.1f} s", flush=True)
+    return rows
+
+
+def _host_work_fast(question: str, contexts: list[str]) -> str:
+    return "Refunds are accepted within 30 days with a receipt."
+
+
+def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
+    bare = _host_latency_idle(args)
+    ft.configure(concurrency=args.overload_concurrency, queue_size=args.queue_size, rate=1.0)
+    fn = ft.decorated(_host_work)
+    # Fill the queue first, so the measured window is all "saturated".
+    for _ in range(args.queue_size + args.overload_concurrency):
+        fn("What is the refund window?", setup.CONTEXTS)
+    memory: list[dict[str, float]] = []
+    depth: list[float] = []
+    t_start = time.perf_counter()
+    before = ft.exporter.snapshot()
+
+    def tick() -> None:
+        memory.append({"t_s": round(time.perf_counter() - t_start, 1), "rss_mb": _common.rss_mb()})
+        d = ft.queue_depth()
+        if d is not None:
+            depth.append(d)
+
+    tick()
+    saturated = _host_loop(fn, args.host_rate, args.overload_seconds, tick)
+    tick()
+    after = ft.exporter.snapshot()
+    # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
+    ft.refill(fn, args.queue_size)
+    bare_busy = _host_loop(_host_work, args.host_rate, min(args.host_seconds, args.overload_seconds))
+    rss = [m["rss_mb"] for m in memory]
+    half = len(rss) // 2
+    return {
+        "host_rate_per_s": args.host_rate,
+        "queue_size": args.queue_size,
+        "concurrency": args.overload_concurrency,
+        "host_latency": {
+            "undecorated, worker idle": _latency_summary(bare),
+            "decorated + sampled in, worker saturated": _latency_summary(saturated),
+            "undecorated, worker saturated": _latency_summary(bare_busy),
+        },
+        "overload_seconds": args.overload_seconds,
+        "evaluations_during_overload": after["evaluations"] - before["evaluations"],
+        "dropped_during_overload": after["dropped"] - before["dropped"],
+        "queue_depth_max": max(depth) if depth else None,
+        "queue_depth_median": _common.median(depth) if depth else None,
+        "rss_mb_first": rss[0] if rss else None,
+        "rss_mb_last": rss[-1] if rss else None,
+        "rss_mb_max": max(rss) if rss else None,
+        "rss_mb_second_half_growth": (rss[-1] - rss[half]) if len(rss) > 2 else None,
+        "peak_rss_mb": _common.peak_rss_mb(),
+        "memory_over_time": memory,
+    }
+
+
+def _host_latency_idle(args: argparse.Namespace) -> list[float]:
+    _host_loop(_host_work, args.host_rate, 1.0)  # warm-up
+    return _host_loop(_host_work, args.host_rate, args.host_seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Background scorer throughput, drops, memory, host latency.")
+    parser.add_argument("--quick", action="store_true", help="a short run (about a minute)")
+    parser.add_argument("--latency", type=float, default=0.3, help="fake judge seconds per request")
+    parser.add_argument("--concurrency", default=None, help="comma list (default 1,4,16,64; quick 1,8)")
+    parser.add_argument(
+        "--per-worker", type=int, default=None, help="jobs per unit of concurrency in the sweep"
+    )
+    parser.add_argument("--queue-size", type=int, default=None, help="worker queue size under overload")
+    parser.add_argument("--overload-concurrency", type=int, default=8)
+    parser.add_argument("--host-rate", type=float, default=100.0, help="host requests per second")
+    parser.add_argument("--host-seconds", type=float, default=None, help="idle-latency window")
+    parser.add_argument("--overload-seconds", type=float, default=None, help="overload window (full: 600)")
+    parser.add_argument("--out", help="JSON output path (default benchmarks/results/throughput.json)")
+    args = parser.parse_args(argv)
+    q = args.quick
+    concurrencies = [int(x) for x in (args.concurrency or ("1,8" if q else "1,4,16,64")).split(",")]
+    args.per_worker = args.per_worker or (3 if q else 6)
+    args.queue_size = args.queue_size or (200 if q else 1000)
+    args.host_seconds = args.host_seconds or (5.0 if q else 20.0)
+    args.overload_seconds = args.overload_seconds or (10.0 if q else 600.0)
+    max_s = 120 + args.overload_seconds * 2 + sum(concurrencies) * 20
+
+    with (
+        _common.fake_judge(args.latency, max_seconds=max_s) as base,
+        setup.Faithtrace(base, args.latency) as ft,
+    ):
+        print(f"fake judge at {base}, {args.latency * 1000:.0f} ms per request")
+        print("sweep: evaluations/s against worker concurrency")
+        rows = sweep(ft, concurrencies, args.per_worker, min_jobs=4)
+        print(f"overload: host at {args.host_rate:.0f} req/s for {args.overload_seconds:.0f} s, queue full")
+        over = overload(ft, args)
+        versions = ft.versions()
+    if ft.errors:
+        print("faithtrace API errors:", *ft.errors, sep="\n  ")
+
+    print("\nthroughput against worker concurrency (fake judge, fixed latency)\n")
+    print(
+        _common.table(
+            [
+                "concurrency",
+                "jobs",
+                "evaluated",
+                "scored",
+                "errors",
+                "dropped",
+                "seconds",
+                "evals/s",
+                "calls/eval",
+            ],
+            [
+                [
+                    r["concurrency"],
+                    r["jobs"],
+                    r["evaluations"],
+                    r["scored"],
+                    r["errors"],
+                    r["dropped"],
+                    r["seconds"],
+                    r["evals_per_s"],
+                    r["judge_calls_per_eval"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print(f"\nhost request latency at {args.host_rate:.0f} req/s (handler ~1 ms of CPU)\n")
+    print(
+        _common.table(
+            ["condition", "calls", "p50 ms", "p99 ms", "max ms"],
+            [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in over["host_latency"].items()],
+        )
+    )
+    print(
+        f"\noverload {over['overload_seconds']:.0f} s: {over['evaluations_during_overload']} evaluated, "
+        f"{over['dropped_during_overload']} dropped, queue depth max {over['queue_depth_max']}, "
+        f"RSS {over['rss_mb_first']:.1f} -> {over['rss_mb_last']:.1f} MiB (max {over['rss_mb_max']:.1f}, "
+        f"second-half growth {over['rss_mb_second_half_growth']}), peak RSS {over['peak_rss_mb']:.1f} MiB"
+    )
+    path = _common.write_results(
+        "throughput",
+        {
+            "judge_latency_s": args.latency,
+            "sweep": rows,
+            "overload": over,
+            "versions": versions,
+            "faithtrace_api_errors": ft.errors,
+        },
+        args.out,
+    )
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

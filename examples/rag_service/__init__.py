@@ -1,0 +1,1 @@
+"""The faithtrace example RAG service (see README.md)."""

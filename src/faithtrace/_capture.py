@@ -1,0 +1,335 @@
+"""Finding the query, the contexts and the answer of a call, and turning them into bounded, scrubbed text.
+
+Where each value comes from is resolved once, at decoration time, against the function's signature: an
+argument is then read by position or keyword without binding the signature on every call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from faithtrace._errors import ConfigError
+
+Spec = str | Callable[..., Any] | None
+
+QUERY_NAMES: Final = ("query", "question", "q")
+CONTEXT_NAMES: Final = ("contexts", "context", "documents", "docs")
+ANSWER_NAMES: Final = ("answer", "text", "content")
+_RESULT_QUERY_NAMES: Final = ("query", "question")
+_RESULT_CONTEXT_NAMES: Final = (*CONTEXT_NAMES, "sources", "chunks")
+# Fields that hold a document's or a chunk's text, in the order they are tried.
+_TEXT_FIELDS: Final = ("text", "content", "page_content", "answer", "delta", "document", "chunk", "body")
+_MAX_CONTEXTS: Final = 1000  # documents kept per call, whatever the app retrieved
+
+
+class CaptureError(Exception):
+    """A capture spec did not match this call (a user-side mismatch, not a faithtrace bug)."""
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+
+
+@dataclass(slots=True)
+class Call:
+    """One call's raw material, as the wrapper got it."""
+
+    instance: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    offset: int  # 1 when args lack the bound self/cls that the signature lists first
+    result: Any
+
+
+@dataclass(slots=True)
+class Captured:
+    query: str | None
+    contexts: list[str] | None  # None: the function has no contexts we could find
+    answer: str | None
+
+
+Getter = Callable[[Call], Any]
+
+
+# --- text ---------------------------------------------------------------------------------------------
+def to_text(value: Any) -> str | None:
+    """A document, a chunk or an answer as text: strings, bytes, dicts and objects with a text field."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, Mapping):
+        for name in _TEXT_FIELDS:
+            field = value.get(name)
+            if isinstance(field, str):
+                return field
+        return str(value)
+    for name in _TEXT_FIELDS:
+        field = getattr(value, name, None)
+        if isinstance(field, str):
+            return field
+    return str(value)
+
+
+def to_texts(value: Any) -> list[str]:
+    """Retrieved contexts as a list of texts. Never consumes an iterator the app may still need."""
+    if value is None:
+        return []
+    if isinstance(value, str | bytes | bytearray):
+        text = to_text(value)
+        return [text] if text else []
+    if isinstance(value, Mapping):
+        if any(isinstance(value.get(name), str) for name in _TEXT_FIELDS):
+            text = to_text(value)
+            return [text] if text else []
+        value = list(value.values())  # {id: document}
+    if isinstance(value, Sequence | set | frozenset):
+        texts = []
+        for item in list(value)[:_MAX_CONTEXTS]:
+            text = to_text(item)
+            if text:
+                texts.append(text)
+        return texts
+    text = to_text(value)
+    return [text] if text else []
+
+
+_SECRET_RE: Final = re.compile(
+    r"(?P<kv>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
+    r"\b[\"']?\s*(?:[:=]|\bis\b)\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)"
+    r"|\bsk-[A-Za-z0-9_\-]{16,}"
+    r"|\bAKIA[0-9A-Z]{16}\b"
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"
+    r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"
+    r"|\bAIza[0-9A-Za-z_\-]{35}"
+    r"|\b[Bb]earer\s+[A-Za-z0-9._~+/\-]{12,}=*"
+    r"|\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+    re.IGNORECASE,
+)
+REDACTED: Final = "[REDACTED]"
+
+
+def _replace_secret(match: re.Match[str]) -> str:
+    kv = match.group("kv")
+    return kv + REDACTED if kv else REDACTED
+
+
+# Every pattern above contains one of these (lower-cased): most texts hold none, and a few substring searches
+# cost far less than running the full pattern over the text on the request path.
+_SECRET_HINTS: Final = (
+    "sk-", "akia", "gh", "xox", "aiza", "bearer", "eyj", "private key",
+    "pass", "pwd", "secret", "key", "token",
+)  # fmt: skip
+
+
+def scrub_secrets(text: str) -> str:
+    lowered = text.lower()
+    if not any(hint in lowered for hint in _SECRET_HINTS):
+        return text
+    return _SECRET_RE.sub(_replace_secret, text)
+
+
+def export_text(
+    text: str, max_chars: int, scrub: bool, redact: Callable[[str], str] | None
+) -> tuple[str, bool]:
+    """``text`` as it may leave the process: cut to ``max_chars``, secrets scrubbed, then the user's hook.
+
+    Returns the text and whether it was cut.
+    """
+    # Scrub a little past the cap so that a secret straddling it cannot leave its first half behind.
+    cut = len(text) > max_chars
+    if cut:
+        text = text[: max_chars + 128]
+    if scrub:
+        text = scrub_secrets(text)
+    if cut:
+        text = text[:max_chars]
+    if redact is not None:
+        text = str(redact(text))
+    return text, cut
+
+
+# --- resolving specs ---------------------------------------------------------------------------------------
+def _arity(func: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2:
+        return 2
+    return 1
+
+
+def _path_getter(path: str) -> Callable[[Any], Any]:
+    parts = [p for p in path.split(".") if p]
+    if not parts:
+        raise ConfigError(f"empty capture path {path!r}")
+
+    def get(value: Any) -> Any:
+        for part in parts:
+            if isinstance(value, Mapping):
+                if part not in value:
+                    raise CaptureError(f"the return value has no key {part!r} (path {path!r})")
+                value = value[part]
+            elif part.isdigit() and isinstance(value, Sequence) and not isinstance(value, str):
+                index = int(part)
+                if index >= len(value):
+                    raise CaptureError(f"the return value has no item {index} (path {path!r})")
+                value = value[index]
+            elif hasattr(value, part):
+                value = getattr(value, part)
+            else:
+                raise CaptureError(f"the return value has no attribute {part!r} (path {path!r})")
+        return value
+
+    return get
+
+
+def _lookup_default(value: Any, names: Sequence[str]) -> Any:
+    if isinstance(value, Mapping):
+        for name in names:
+            if name in value:
+                return value[name]
+        return MISSING
+    if value is None or isinstance(value, str | bytes | int | float | list | tuple):
+        return MISSING
+    for name in names:
+        found = getattr(value, name, MISSING)
+        if found is not MISSING and not callable(found):
+            return found
+    return MISSING
+
+
+class CaptureSpec:
+    """How to find query, contexts and answer for one decorated function."""
+
+    def __init__(
+        self, func: Callable[..., Any], *, query: Spec, contexts: Spec, answer: Spec, streaming: bool
+    ) -> None:
+        try:
+            self._params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):  # builtins without a signature: captures come from specs only
+            self._params = []
+        self._by_name = {p.name: (i, p) for i, p in enumerate(self._params)}
+        self.query = self._resolve("query", query, QUERY_NAMES, _RESULT_QUERY_NAMES)
+        self.contexts = self._resolve("contexts", contexts, CONTEXT_NAMES, _RESULT_CONTEXT_NAMES)
+        self.answer = self._resolve_answer(answer, streaming)
+
+    # --- decoration time -----------------------------------------------------------------------------------
+    def _arg_getter(self, name: str) -> Getter:
+        index, param = self._by_name[name]
+        keyword = param.kind is not param.POSITIONAL_ONLY
+        positional = param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+        default = MISSING if param.default is param.empty else param.default
+        if param.kind is param.VAR_KEYWORD:
+            return lambda call: call.kwargs or MISSING
+        if param.kind is param.VAR_POSITIONAL:
+            return lambda call: call.args[index - call.offset :] or MISSING
+
+        def get(call: Call) -> Any:
+            if keyword and name in call.kwargs:
+                return call.kwargs[name]
+            if positional:
+                i = index - call.offset
+                if 0 <= i < len(call.args):
+                    return call.args[i]
+            return default
+
+        return get
+
+    def _callable_getter(self, func: Callable[..., Any]) -> Getter:
+        if _arity(func) == 1:
+            return lambda call: func(call.result)
+
+        def get(call: Call) -> Any:
+            return func(self.bound_arguments(call), call.result)
+
+        return get
+
+    def _resolve(
+        self, what: str, spec: Spec, arg_names: Sequence[str], result_names: Sequence[str]
+    ) -> Getter:
+        if callable(spec):
+            return self._callable_getter(spec)
+        if isinstance(spec, str):
+            if spec in self._by_name:
+                return self._arg_getter(spec)
+            path = _path_getter(spec)
+            return lambda call: path(call.result)
+        if spec is not None:
+            raise ConfigError(f"{what}= must be an argument name, a path or a callable, got {spec!r}")
+        for name in arg_names:
+            if name in self._by_name:
+                return self._arg_getter(name)
+        return lambda call: _lookup_default(call.result, result_names)
+
+    def _resolve_answer(self, spec: Spec, streaming: bool) -> Getter:
+        if spec is None:
+
+            def default(call: Call) -> Any:
+                result = call.result
+                if streaming or isinstance(result, str | bytes):
+                    return result
+                found = _lookup_default(result, ANSWER_NAMES)
+                return result if found is MISSING else found
+
+            return default
+        if isinstance(spec, str) and spec in self._by_name:
+            raise ConfigError(f"answer={spec!r} names an argument; the answer comes from the return value")
+        return self._resolve("answer", spec, (), ())
+
+    # --- call time -----------------------------------------------------------------------------------------
+    def bound_arguments(self, call: Call) -> dict[str, Any]:
+        """The call's arguments by parameter name (defaults applied), for callable specs only."""
+        bound: dict[str, Any] = {}
+        values = ((call.instance,) if call.offset else ()) + call.args
+        pos = 0
+        for param in self._params:
+            if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                if pos < len(values):
+                    bound[param.name] = values[pos]
+                    pos += 1
+                    continue
+                if param.name in call.kwargs:
+                    bound[param.name] = call.kwargs[param.name]
+                elif param.default is not param.empty:
+                    bound[param.name] = param.default
+            elif param.kind is param.VAR_POSITIONAL:
+                bound[param.name] = values[pos:]
+                pos = len(values)
+            elif param.kind is param.KEYWORD_ONLY:
+                if param.name in call.kwargs:
+                    bound[param.name] = call.kwargs[param.name]
+                elif param.default is not param.empty:
+                    bound[param.name] = param.default
+            else:
+                bound[param.name] = {k: v for k, v in call.kwargs.items() if k not in bound}
+        return bound
+
+    def capture(self, call: Call) -> Captured:
+        """The call's texts. Raises ``CaptureError`` when a spec does not fit the call."""
+        try:
+            query = self.query(call)
+            contexts = self.contexts(call)
+            answer = self.answer(call)
+        except CaptureError:
+            raise
+        except Exception as exc:  # the user's callable, or a property on their object, failed
+            raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
+        return Captured(
+            query=None if query is MISSING else to_text(query),
+            contexts=None if contexts is MISSING else to_texts(contexts),
+            answer=None if answer is MISSING else to_text(answer),
+        )

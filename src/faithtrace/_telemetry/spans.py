@@ -1,0 +1,194 @@
+"""Span attributes and events: the RAG span's captured texts, and the evaluation span built from a result.
+
+The evaluation span is created when scoring finishes, as a child of the RAG span with a link to it (the RAG
+span has ended by then, and the SDK drops events added to an ended span). It carries the
+``gen_ai.evaluation.result`` event, one event per claim (capped) and per pipeline step, and one ``chat
+{model}`` CLIENT child span per judge request, placed at the request's real start time and duration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
+
+from faithtrace._capture import Captured, export_text
+from faithtrace._telemetry import names as n
+from faithtrace.scoring.models import FaithfulnessResult, LLMCall
+
+if TYPE_CHECKING:
+    from faithtrace._config import CaptureOptions
+    from faithtrace._worker import Job
+
+Attributes = dict[str, Any]
+
+
+class _Exporter:
+    """Applies the capture options to every text that leaves the process."""
+
+    def __init__(self, options: CaptureOptions) -> None:
+        self.options = options
+        self.truncated: list[str] = []
+
+    def __call__(self, key: str, text: str) -> str:
+        o = self.options
+        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact)
+        if cut:
+            self.truncated.append(key)
+        return out
+
+
+def rag_attributes(captured: Captured, function: str, options: CaptureOptions) -> Attributes:
+    """The RAG span's attributes (request path: only slicing and one regex pass per text)."""
+    attrs: Attributes = {n.FUNCTION: function, n.OPENINFERENCE_SPAN_KIND: n.OPENINFERENCE_KIND_CHAIN}
+    if captured.contexts is not None:
+        attrs[n.CONTEXTS_COUNT] = len(captured.contexts)
+    if not options.content:
+        return attrs
+    export = _Exporter(options)
+    if captured.query is not None:
+        attrs[n.INPUT_VALUE] = export(n.INPUT_VALUE, captured.query)
+    if captured.answer is not None:
+        attrs[n.OUTPUT_VALUE] = export(n.OUTPUT_VALUE, captured.answer)
+    for i, doc in enumerate((captured.contexts or [])[: options.max_documents]):
+        key = n.RETRIEVAL_DOCUMENT_CONTENT.format(index=i)
+        attrs[key] = export(key, doc)
+    if export.truncated:
+        attrs[n.TRUNCATED] = export.truncated
+    return attrs
+
+
+def _provider(model: str) -> str | None:
+    return model.split("/", 1)[0] if "/" in model else None
+
+
+def _call_span(tracer: Tracer, parent: trace.Span, call: LLMCall) -> None:
+    attrs: Attributes = {
+        n.GEN_AI_OPERATION_NAME: n.JUDGE_OPERATION,
+        n.GEN_AI_REQUEST_MODEL: call.model,
+        n.STEP_NAME: call.step,
+        n.JUDGE_ATTEMPT: call.attempt,
+    }
+    provider = _provider(call.model)
+    if provider:
+        attrs[n.GEN_AI_PROVIDER_NAME] = provider
+    if call.input_tokens is not None:
+        attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = call.input_tokens
+    if call.output_tokens is not None:
+        attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = call.output_tokens
+    if call.response_id:
+        attrs[n.GEN_AI_RESPONSE_ID] = call.response_id
+    if call.finish_reason:
+        attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = [call.finish_reason]
+    if call.cost_usd is not None:
+        attrs[n.STEP_COST_USD] = call.cost_usd
+    if call.error_type:
+        attrs[n.ERROR_TYPE] = call.error_type
+    span = tracer.start_span(
+        f"{n.JUDGE_OPERATION} {call.model}",
+        context=trace.set_span_in_context(parent),
+        kind=SpanKind.CLIENT,
+        attributes=attrs,
+        start_time=call.start_time_ns,
+    )
+    if call.error_type:
+        span.set_status(Status(StatusCode.ERROR, call.error_type))
+    span.end(end_time=call.start_time_ns + int(call.duration_s * 1e9))
+
+
+def evaluation_attributes(job: Job, result: FaithfulnessResult, started_ns: int) -> Attributes:
+    attrs: Attributes = {
+        n.GEN_AI_OPERATION_NAME: n.EVALUATION_OPERATION,
+        n.GEN_AI_EVALUATION_NAME: n.EVALUATION_NAME_FAITHFULNESS,
+        n.OPENINFERENCE_SPAN_KIND: n.OPENINFERENCE_KIND_EVALUATOR,
+        n.FUNCTION: job.stats.name,
+        n.EVAL_OUTCOME: result.outcome.value,
+        n.EVAL_THRESHOLD: result.threshold,
+        n.EVAL_IDK_POLICY: result.idk_policy.value,
+        n.EVAL_CLAIMS_TOTAL: result.counts.total,
+        n.EVAL_CLAIMS_YES: result.counts.yes,
+        n.EVAL_CLAIMS_NO: result.counts.no,
+        n.EVAL_CLAIMS_IDK: result.counts.idk,
+        n.EVAL_QUEUE_WAIT: max(0.0, (started_ns - job.enqueued_ns) / 1e9),
+        n.EVAL_INPUT_TOKENS: result.input_tokens,
+        n.EVAL_OUTPUT_TOKENS: result.output_tokens,
+        n.EVAL_LLM_CALLS: result.llm_calls,
+    }
+    if result.score is not None:
+        attrs[n.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+    if result.faithfulness is not None:
+        attrs[n.EVAL_FAITHFULNESS] = float(result.faithfulness)
+    if result.label is not None:
+        attrs[n.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
+    cost = result.cost_usd
+    if cost is not None:
+        attrs[n.EVAL_COST_USD] = cost
+    if result.judge_model:
+        attrs[n.JUDGE_MODEL] = result.judge_model
+        attrs[n.GEN_AI_REQUEST_MODEL] = result.judge_model
+    if result.error is not None:
+        attrs[n.ERROR_TYPE] = result.error.type
+    return attrs
+
+
+def emit_evaluation(
+    tracer: Tracer, job: Job, result: FaithfulnessResult, started_ns: int, options: CaptureOptions
+) -> None:
+    """The evaluation span of ``result``, with its events and judge-call child spans (worker thread)."""
+    export = _Exporter(options)
+    first_call = min((c.start_time_ns for c in result.calls), default=started_ns)
+    span = tracer.start_span(
+        n.EVALUATION_SPAN,
+        context=trace.set_span_in_context(NonRecordingSpan(job.span_context)),
+        kind=SpanKind.INTERNAL,
+        links=[Link(job.span_context)],
+        attributes=evaluation_attributes(job, result, started_ns),
+        start_time=min(started_ns, first_call),
+    )
+    for call in result.calls:
+        _call_span(tracer, span, call)
+
+    event: Attributes = {n.GEN_AI_EVALUATION_NAME: n.EVALUATION_NAME_FAITHFULNESS}
+    if result.score is not None:
+        event[n.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+    if result.label is not None:
+        event[n.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
+    if result.reason and options.content:
+        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(n.GEN_AI_EVALUATION_EXPLANATION, result.reason)
+    if result.error is not None:
+        event[n.ERROR_TYPE] = result.error.type
+    span.add_event(n.GEN_AI_EVALUATION_RESULT_EVENT, event)
+
+    shown = result.claims[: options.max_claim_events]
+    for index, claim in enumerate(shown):
+        attrs: Attributes = {n.CLAIM_INDEX: index, n.CLAIM_VERDICT: claim.verdict}
+        if options.content:
+            attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
+            if claim.reason:
+                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason)
+        span.add_event(n.CLAIM_EVENT, attrs)
+    if len(result.claims) > len(shown):
+        span.set_attribute(n.EVAL_CLAIM_EVENTS_DROPPED, len(result.claims) - len(shown))
+
+    for step in result.steps:
+        attrs = {
+            n.STEP_NAME: step.step,
+            n.STEP_LLM_CALLS: step.llm_calls,
+            n.GEN_AI_USAGE_INPUT_TOKENS: step.input_tokens,
+            n.GEN_AI_USAGE_OUTPUT_TOKENS: step.output_tokens,
+            n.STEP_DURATION: step.duration_s,
+            n.STEP_CACHED: step.cached,
+        }
+        if step.model:
+            attrs[n.GEN_AI_REQUEST_MODEL] = step.model
+        if step.cost_usd is not None:
+            attrs[n.STEP_COST_USD] = step.cost_usd
+        span.add_event(n.STEP_EVENT, attrs)
+
+    if export.truncated:
+        span.set_attribute(n.TRUNCATED, sorted(set(export.truncated)))
+    if result.error is not None:
+        message, _ = export_text(result.error.message, 500, options.scrub_secrets, None)
+        span.set_status(Status(StatusCode.ERROR, f"{result.error.type}: {message}"))
+    span.end()

@@ -1,0 +1,223 @@
+"""The pipeline's LLM steps: each has pydantic input/output models, its own prompt and one ``generate`` call.
+
+A step returns its output plus the ``LLMCall`` records it produced; on failure the judge client raises a
+``JudgeError`` carrying the same records, which the pipeline turns into an error result.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from faithtrace.judge.client import Judge, OutputRejected
+from faithtrace.scoring import prompts
+from faithtrace.scoring.models import ClaimVerdict, LLMCall, Verdict
+
+# Output budgets per step: enough for real work, small enough that a looping small model stops quickly.
+_TRUTHS_MAX_TOKENS = 768
+_CLAIMS_MAX_TOKENS = 1024
+_VERDICT_TOKENS_PER_CLAIM = 64
+_REASON_MAX_TOKENS = 256
+
+
+def _clean(items: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        text = " ".join(str(item).split())
+        if text and text.lower() not in seen:  # small models repeat themselves; a duplicate is one claim
+            seen.add(text.lower())
+            out.append(text)
+    return out
+
+
+# --- reply schemas (what the judge must produce) --------------------------------------------------
+class _TruthsReply(BaseModel):
+    truths: list[str]
+
+
+class _ClaimsReply(BaseModel):
+    claims: list[str]
+
+
+def _strict_item_schema(schema: dict[str, Any]) -> None:
+    # What the judge is asked for is stricter than what we accept: every field required and not nullable
+    # (a grammar then makes the local judge write them all), while validation tolerates a missing number
+    # or reason from providers that ignore schemas.
+    schema["required"] = ["verdict", "claim", "reason"]
+    schema["properties"]["claim"] = {"type": "integer", "minimum": 1}
+    # A grammar-enforced cap: a 1.5B model otherwise restates every supported claim at length, and output
+    # tokens are the slow part on a CPU (about 15 per second).
+    schema["properties"]["reason"] = {"type": "string", "maxLength": 90}
+
+
+class _VerdictItem(BaseModel):
+    # Field order is the order the judge writes: verdict first (small models derail when they reason first).
+    model_config = ConfigDict(json_schema_extra=_strict_item_schema)
+
+    verdict: Verdict
+    claim: int | None = None
+    reason: str | None = None
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+
+class _VerdictsReplyBase(BaseModel):
+    verdicts: list[_VerdictItem]
+
+
+@functools.lru_cache(maxsize=64)
+def _verdicts_reply(n: int) -> type[_VerdictsReplyBase]:
+    # The exact count goes into the JSON schema only (llama.cpp turns it into a grammar, so the local
+    # judge cannot produce a wrong count); validation does not enforce it, so that a wrong count from a
+    # provider that ignores the schema surfaces as ``verdict_count_mismatch`` through ``check`` rather than
+    # as a parse error.
+    return create_model(
+        f"Verdicts{n}",
+        __base__=_VerdictsReplyBase,
+        verdicts=(list[_VerdictItem], Field(json_schema_extra={"minItems": n, "maxItems": n})),
+    )
+
+
+class _ReasonReply(BaseModel):
+    reason: str = Field(json_schema_extra={"maxLength": 800})
+
+
+# --- step inputs and outputs ----------------------------------------------------------------------
+class TruthsInput(BaseModel):
+    document: str
+
+
+class TruthsOutput(BaseModel):
+    truths: list[str]
+
+
+class ClaimsInput(BaseModel):
+    question: str | None
+    answer: str
+    documents: list[str]
+
+
+class ClaimsOutput(BaseModel):
+    claims: list[str]
+
+
+class VerdictsInput(BaseModel):
+    documents: list[str]
+    claims: list[str]
+    truths: list[str] = Field(default_factory=list)
+
+
+class VerdictsOutput(BaseModel):
+    verdicts: list[ClaimVerdict]
+
+
+class ReasonInput(BaseModel):
+    score_text: str
+    findings: list[tuple[str, Verdict, str | None]]
+
+
+class ReasonOutput(BaseModel):
+    reason: str
+
+
+# --- steps ----------------------------------------------------------------------------------------
+async def extract_truths(judge: Judge, data: TruthsInput) -> tuple[TruthsOutput, list[LLMCall]]:
+    reply = await judge.generate(
+        step="truths",
+        messages=prompts.truths_messages(data.document),
+        schema=_TruthsReply,
+        max_tokens=_TRUTHS_MAX_TOKENS,
+    )
+    return TruthsOutput(truths=_clean(reply.value.truths)), reply.calls
+
+
+async def extract_claims(judge: Judge, data: ClaimsInput) -> tuple[ClaimsOutput, list[LLMCall]]:
+    reply = await judge.generate(
+        step="claims",
+        messages=prompts.claims_messages(data.question, data.answer, data.documents),
+        schema=_ClaimsReply,
+        max_tokens=_CLAIMS_MAX_TOKENS,
+    )
+    return ClaimsOutput(claims=_clean(reply.value.claims)), reply.calls
+
+
+def _align(reply: _VerdictsReplyBase, n: int) -> list[_VerdictItem]:
+    """The reply's verdicts in claim order, or ``OutputRejected`` (the client re-asks, then fails)."""
+    items = reply.verdicts
+    if len(items) != n:
+        raise OutputRejected(
+            "verdict_count_mismatch", f"expected exactly {n} verdicts (one per claim), got {len(items)}"
+        )
+    numbers = [item.claim for item in items]
+    if all(num is None for num in numbers):
+        return list(items)
+    if sorted(num or 0 for num in numbers) != list(range(1, n + 1)):
+        raise OutputRejected(
+            "verdict_misaligned",
+            f"the verdicts' claim numbers {numbers} do not cover claims 1..{n} exactly once",
+        )
+    return sorted(items, key=lambda item: item.claim or 0)
+
+
+async def judge_batch(
+    judge: Judge, documents: Sequence[str], claims: Sequence[str], truths: Sequence[str]
+) -> tuple[list[ClaimVerdict], list[LLMCall]]:
+    n = len(claims)
+    schema = _verdicts_reply(n)
+
+    def check(reply: _VerdictsReplyBase) -> None:
+        _align(reply, n)
+
+    reply = await judge.generate(
+        step="verdicts",
+        messages=prompts.verdict_messages(documents, claims, truths or None),
+        schema=schema,
+        check=check,
+        max_tokens=64 + _VERDICT_TOKENS_PER_CLAIM * n,
+    )
+    items = _align(reply.value, n)
+    verdicts = [
+        ClaimVerdict(text=claim, verdict=item.verdict, reason=(item.reason or "").strip() or None)
+        for claim, item in zip(claims, items, strict=True)
+    ]
+    return verdicts, reply.calls
+
+
+async def judge_claims(
+    judge: Judge, data: VerdictsInput, batch_size: int
+) -> tuple[VerdictsOutput, list[LLMCall]]:
+    """One verdict per claim, ``batch_size`` claims per call; batches run one after another.
+
+    Sequential on purpose: on the local judge each batch reuses the documents' KV cache from the previous
+    request, and with a hosted judge the concurrency limit is shared with other evaluations anyway.
+    """
+    verdicts: list[ClaimVerdict] = []
+    calls: list[LLMCall] = []
+    for start in range(0, len(data.claims), batch_size):
+        batch = data.claims[start : start + batch_size]
+        try:
+            got, batch_calls = await judge_batch(judge, data.documents, batch, data.truths)
+        except Exception as exc:
+            prior = list(getattr(exc, "calls", []))
+            exc.calls = calls + prior  # type: ignore[attr-defined]
+            raise
+        verdicts.extend(got)
+        calls.extend(batch_calls)
+    return VerdictsOutput(verdicts=verdicts), calls
+
+
+async def write_reason(judge: Judge, data: ReasonInput) -> tuple[ReasonOutput, list[LLMCall]]:
+    reply = await judge.generate(
+        step="reason",
+        messages=prompts.reason_messages(data.score_text, data.findings),
+        schema=_ReasonReply,
+        max_tokens=_REASON_MAX_TOKENS,
+    )
+    return ReasonOutput(reason=" ".join(reply.value.reason.split())), reply.calls

@@ -1,0 +1,46 @@
+"""Shared set-up for the decorator/worker/telemetry tests: a clean environment and faithtrace wired to the
+fake judge and in-memory exporters (through the public ``faithtrace_exporter`` fixture).
+
+Test modules import these fixtures by name rather than through ``pytest_plugins``: a plugin's fixtures are
+global, and ``clean_env`` (autouse) must not strip the environment of other modules' tests.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from _fake_judge import FakeJudge
+from faithtrace.testing import FaithtraceCapture
+
+CONTEXT = "Paris is the capital of France. The Seine flows through Paris."
+FAITHFUL = "Paris is the capital of France."
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in list(os.environ):
+        if var.startswith("FAITHTRACE_") or var.startswith("OTEL_"):
+            monkeypatch.delenv(var)
+
+
+@pytest.fixture
+def ft(faithtrace_exporter: FaithtraceCapture, fake_judge: FakeJudge) -> FaithtraceCapture:
+    faithtrace_exporter.configure(judge=fake_judge.settings())
+    return faithtrace_exporter
+
+
+def evaluation_of(ft: FaithtraceCapture, rag_span: Any) -> Any:
+    found = [s for s in ft.evaluation_spans() if s.parent and s.parent.span_id == rag_span.context.span_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def point(ft: FaithtraceCapture, metric: str, **attrs: Any) -> Any:
+    """The one data point of ``metric`` whose attributes include ``attrs``; None when there is none."""
+    found = [p for p in ft.points(metric) if all(p.attributes.get(k) == v for k, v in attrs.items())]
+    assert len(found) <= 1, found
+    return found[0] if found else None

@@ -1,0 +1,264 @@
+"""End to end: a decorated app's faithfulness drops, a real Prometheus scrapes faithtrace's /metrics and fires
+the shipped drop alert, and a real Alertmanager delivers it to a webhook on 127.0.0.1.
+
+Only the judge's replies are scripted (an OpenAI-compatible server on 127.0.0.1, reached through litellm).
+The rules are the shipped ones with their windows and ``for:`` shortened (an hour becomes seconds); the
+expressions are otherwise untouched, so the rule logic under test is the one users deploy. The Alertmanager
+config is the shipped one with the webhook URL and the grouping delays replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from _prom_fixtures import (
+    ALERTMANAGER_CONFIG,
+    DRIFTED_ANSWER,
+    FAITHFUL_ANSWER,
+    RULES_FILE,
+    BackendProcesses,
+    ScriptedJudge,
+    Webhook,
+    app_argv,
+    backend_binary,
+    backend_processes,
+    free_port,
+    http_get,
+    serve_scripted_judge,
+    serve_webhook,
+)
+
+pytestmark = [pytest.mark.backend, pytest.mark.timeout(120)]
+
+SERVICE = "rag-live"  # the scrape job, as a user names it after OTEL_SERVICE_NAME
+FUNCTION = "support-bot"
+# Range selectors and offsets: the current hour becomes 4 s, "a day earlier" 12 s earlier.
+WINDOWS = {"1h": "4s", "1d": "12s", "30m": "4s", "15m": "4s"}
+HOLDS = {"30m": "2s", "15m": "2s", "10m": "2s"}
+CALLS_PER_SECOND = 10  # the guards want >= 20 evaluations per (shortened) window
+# The baseline is the 4 s window ending 12 s ago, so it exists 16 s after the first scrape; the drifted mean
+# fills the current window 4 s after the drift. 15 s of good answers make both true together (with margin),
+# and the condition then holds until the baseline window reaches the drift, 12 s after it.
+GOOD_PHASE_S = 15.0
+ALERT_DEADLINE_S = 30.0
+
+
+def shortened_rules(text: str) -> str:
+    """The shipped rules with every duration mapped through WINDOWS/HOLDS (KeyError on an unmapped one)."""
+    doc = yaml.safe_load(text)
+    for group in doc["groups"]:
+        group["interval"] = "1s"
+        for rule in group["rules"]:
+            rule["expr"] = re.sub(
+                r"(\[|offset\s+)(\d+[smhdw])",
+                lambda m: m.group(1) + WINDOWS[m.group(2)],
+                rule["expr"],
+            )
+            rule["for"] = HOLDS[rule["for"]]
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def test_shortening_keeps_every_expression_but_its_durations() -> None:
+    original = yaml.safe_load(RULES_FILE.read_text())
+    short = yaml.safe_load(shortened_rules(RULES_FILE.read_text()))
+    pairs = list(zip(original["groups"], short["groups"], strict=True))
+    for group, short_group in pairs:
+        for rule, short_rule in zip(group["rules"], short_group["rules"], strict=True):
+            strip = re.compile(r"\d+[smhdw]")
+            assert strip.sub("D", rule["expr"]) == strip.sub("D", short_rule["expr"])
+            assert rule["labels"] == short_rule["labels"]
+            assert rule["annotations"] == short_rule["annotations"]
+
+
+def fast_alertmanager_config(webhook_url: str) -> str:
+    doc = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    doc["route"].update(group_wait="0s", group_interval="1s", repeat_interval="1h")
+    for route in doc["route"].get("routes", []):
+        route.pop("repeat_interval", None)
+    (receiver,) = doc["receivers"]
+    (hook,) = receiver["webhook_configs"]
+    hook["url"] = webhook_url
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+# --- fixtures: every server and process is stopped at teardown ---------------------------------------------
+@pytest.fixture
+def judge() -> Iterator[ScriptedJudge]:
+    with serve_scripted_judge() as server:
+        yield server
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    with serve_webhook() as hook:
+        yield hook
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[BackendProcesses]:
+    with backend_processes(tmp_path) as group:
+        yield group
+
+
+def _prometheus_alerts(url: str) -> list[dict[str, Any]]:
+    body = json.loads(http_get(f"{url}/api/v1/alerts"))
+    return list(body["data"]["alerts"])
+
+
+def _query(url: str, promql: str) -> Any:
+    return json.loads(http_get(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}"))["data"]["result"]
+
+
+def test_score_drop_alert_reaches_the_webhook_naming_the_function(
+    tmp_path: Path,
+    judge: ScriptedJudge,
+    webhook: Webhook,
+    processes: BackendProcesses,
+) -> None:
+    prometheus_bin = backend_binary("prometheus")
+    alertmanager_bin = backend_binary("prometheus-alertmanager")
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+
+    def mark(event: str) -> None:
+        timings.setdefault(event, round(time.monotonic() - t0, 2))
+
+    # The app: a decorated function in its own process, answering whatever the answer file holds.
+    answer_file = tmp_path / "answer.txt"
+    _replace(answer_file, FAITHFUL_ANSWER)
+    metrics_port = free_port()
+    argv = app_argv(
+        judge,
+        mode="serve",
+        port=metrics_port,
+        service=SERVICE,
+        function=FUNCTION,
+        answer_file=str(answer_file),
+        rate=CALLS_PER_SECOND,
+    )
+    processes.start("app", argv, ready_url=f"http://127.0.0.1:{metrics_port}/metrics")
+    mark("app ready")
+
+    am_port, prom_port = free_port(), free_port()
+    (tmp_path / "alertmanager.yml").write_text(fast_alertmanager_config(webhook.url))
+    processes.start(
+        "alertmanager",
+        [
+            alertmanager_bin,
+            f"--config.file={tmp_path / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{am_port}",
+            "--cluster.listen-address=",  # no gossip port on 0.0.0.0
+        ],
+        ready_url=f"http://127.0.0.1:{am_port}/-/ready",
+    )
+    mark("alertmanager ready")
+    (tmp_path / "rules.yml").write_text(shortened_rules(RULES_FILE.read_text()))
+    prometheus_config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+        "scrape_configs": [
+            {"job_name": SERVICE, "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
+    prometheus_url = f"http://127.0.0.1:{prom_port}"
+    processes.start(
+        "prometheus",
+        [
+            prometheus_bin,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'prom-data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        ready_url=f"{prometheus_url}/-/ready",
+    )
+    mark("prometheus ready")
+
+    def watch_until(deadline: float, stop: Any = None) -> None:
+        while time.monotonic() < deadline:
+            for alert in _prometheus_alerts(prometheus_url):
+                if alert["labels"]["alertname"] == "FaithfulnessScoreDropped":
+                    mark(f"rule {alert['state']}")
+            if stop is not None and stop():
+                return
+            time.sleep(0.25)
+
+    def drop_alert_delivered() -> bool:
+        return webhook.first(_is_drop_alert) is not None
+
+    # Phase 1: faithful answers (score 1.0) long enough to become the baseline.
+    watch_until(time.monotonic() + GOOD_PHASE_S)
+    mark("answers drift")
+    assert not webhook.payloads, f"an alert fired while every answer was faithful: {webhook.payloads}"
+    assert not any(k.startswith("rule ") for k in timings), timings
+
+    # Phase 2: one claim in four contradicted (score 0.75: above the 0.7 floor, 25% below the baseline).
+    _replace(answer_file, DRIFTED_ANSWER)
+    switched = time.monotonic()
+    watch_until(switched + ALERT_DEADLINE_S, stop=drop_alert_delivered)
+
+    found = webhook.first(_is_drop_alert)
+    if found is None:
+        diagnostics = {
+            q: _query(prometheus_url, q)
+            for q in (
+                "faithtrace_evaluation_score_sum",
+                "faithtrace_evaluation_score_count",
+                "rate(faithtrace_evaluation_score_sum[4s]) / rate(faithtrace_evaluation_score_count[4s])",
+            )
+        }
+        pytest.fail(
+            f"no FaithfulnessScoreDropped at the webhook {ALERT_DEADLINE_S}s after the drift; {timings=}\n"
+            f"judge requests={judge.requests}\nqueries={json.dumps(diagnostics)[:3000]}\n"
+            f"payloads={webhook.payloads}\n{processes.logs()}"
+        )
+    payload, received_at = found
+    timings["webhook received"] = round(received_at - t0, 2)
+    timings["drift to webhook"] = round(received_at - switched, 2)
+    print(f"\nlive alert timings (s since start): {json.dumps(timings)}")
+    print(f"webhook payload: {json.dumps(payload, indent=2)}")
+
+    assert judge.requests > 0
+    assert payload["status"] == "firing"
+    assert payload["receiver"] == "faithtrace-webhook"
+    assert payload["groupLabels"] == {
+        "alertname": "FaithfulnessScoreDropped",
+        "job": SERVICE,
+        "faithtrace_function": FUNCTION,
+    }
+    (alert,) = [a for a in payload["alerts"] if a["labels"]["alertname"] == "FaithfulnessScoreDropped"]
+    assert alert["labels"]["faithtrace_function"] == FUNCTION
+    assert alert["labels"]["job"] == SERVICE
+    assert alert["labels"]["severity"] == "warning"
+    assert alert["annotations"]["summary"].startswith(f"{FUNCTION}: mean faithfulness fell to 0.7")
+    jaeger = urllib.parse.unquote(alert["annotations"]["jaeger_failing_traces"])
+    assert f'"faithtrace.function":"{FUNCTION}"' in jaeger
+    assert f"service={SERVICE}" in jaeger
+    # The mean (0.75) never went under the absolute floor: only the relative rule may have spoken.
+    alertnames = {a["labels"]["alertname"] for p in webhook.payloads for a in p["alerts"]}
+    assert alertnames == {"FaithfulnessScoreDropped"}
+
+
+def _replace(path: Path, text: str) -> None:
+    """Atomically, so the app never reads half an answer."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _is_drop_alert(payload: dict[str, Any]) -> bool:
+    return payload.get("status") == "firing" and any(
+        a["labels"].get("alertname") == "FaithfulnessScoreDropped" for a in payload.get("alerts", [])
+    )

@@ -1,0 +1,222 @@
+"""The ``faithtrace`` command: eval (bad rows, resume, summary), score, plain output without rich."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _scoring_fixtures import FakeJudge, verdicts_json
+from faithtrace.cli import main
+
+pytest_plugins = ["_scoring_fixtures"]  # the fake_judge fixture
+
+ROWS = [
+    {
+        "id": "a",
+        "question": "Capital of France?",
+        "contexts": ["Paris is the capital of France."],
+        "answer": "Paris is the capital of France.",
+        "label": "faithful",
+    },
+    {
+        "id": "b",
+        "question": "Capital of Spain?",
+        "contexts": "Madrid is the capital of Spain.",
+        "answer": "Barcelona is the capital of Spain.",
+        "label": "hallucinated",
+    },
+    {
+        "question": "Capital of Italy?",
+        "contexts": ["Rome is the capital of Italy."],
+        "answer": "Rome is the capital of Italy.",
+    },
+]
+
+
+def verdict_for(body: dict[str, Any]) -> str:
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return verdicts_json("no" if "Barcelona" in prompt.split("<claims>")[1] else "yes")
+
+
+def claims_for(body: dict[str, Any]) -> str:
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    answer = prompt.split("<answer>\n")[1].split("\n</answer>")[0]
+    return json.dumps({"claims": [answer]})
+
+
+@pytest.fixture
+def judged(fake_judge: FakeJudge, monkeypatch: pytest.MonkeyPatch) -> FakeJudge:
+    monkeypatch.setenv("FAITHTRACE_JUDGE_API_BASE", fake_judge.url)
+    monkeypatch.setenv("FAITHTRACE_JUDGE_API_KEY", "sk-test")
+    fake_judge.on("claims", claims_for)
+    fake_judge.on("verdicts", verdict_for)
+    fake_judge.on("reason", json.dumps({"reason": "Barcelona is not the capital."}))
+    return fake_judge
+
+
+def write_dataset(path: Path) -> Path:
+    lines = [
+        json.dumps(ROWS[0]),
+        "{not json",
+        json.dumps(ROWS[1]),
+        json.dumps({"question": "q", "contexts": []}),
+        "",
+        json.dumps(ROWS[2]),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_eval_scores_rows_reports_bad_lines_and_resumes(
+    judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data.jsonl")
+    out = tmp_path / "out.jsonl"
+
+    code = main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "line 2: invalid JSON" in captured.err
+    assert "line 4: missing field(s) answer" in captured.err
+    records = read_jsonl(out)
+    assert sorted(r["id"] for r in records) == ["a", "b", "line-6"]
+    by_id = {r["id"]: r for r in records}
+    assert by_id["a"]["score"] == 1.0
+    assert by_id["a"]["line"] == 1
+    assert by_id["a"]["label"] == "faithful"
+    assert by_id["b"]["score"] == 0.0
+    assert by_id["b"]["claims"][0]["verdict"] == "no"
+    assert by_id["b"]["usage"]["llm_calls"] == 3
+    assert "balanced accuracy" in captured.out
+    assert "AUROC" in captured.out
+    assert "confusion matrix" in captured.out
+    requests_after_first_run = len(judged.requests)
+
+    # A rerun with the same --out skips what is done: no judge calls, same file, same summary.
+    code = main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "resuming: 3 of 3 rows already scored" in captured.out
+    assert len(judged.requests) == requests_after_first_run
+    assert len(read_jsonl(out)) == 3
+    assert "1.000" in captured.out  # balanced accuracy from the stored records
+
+
+def test_eval_resumes_a_partial_run_and_retries_errors(
+    judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data.jsonl")
+    out = tmp_path / "out.jsonl"
+    main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+    records = read_jsonl(out)
+    # Simulate an interrupted run: keep row "a", turn "b" into an error, drop the third, leave a torn line.
+    kept = [r for r in records if r["id"] == "a"]
+    failed = {**next(r for r in records if r["id"] == "b"), "outcome": "error", "score": None}
+    out.write_text("\n".join(json.dumps(r) for r in [*kept, failed]) + '\n{"id": "line-6", "outc')
+    before = len(judged.requests_for("claims"))
+
+    code = main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+
+    assert code == 0
+    assert len(judged.requests_for("claims")) - before == 2  # "b" (was an error) and "line-6"
+    assert "resuming: 1 of 3" in capsys.readouterr().out
+
+
+def test_eval_limit_and_rich_output(
+    judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_dataset(tmp_path / "data.jsonl")
+    code = main(["eval", str(data), "--limit", "1", "--judge", "openai/fake-judge", "--threshold", "0.5"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert len(judged.requests_for("claims")) == 1
+    assert "summary" in captured.out
+    assert "evaluations" in captured.out
+
+
+def test_eval_without_rich_falls_back_to_plain_text(
+    judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m == "rich" or m.startswith("rich.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "rich", None)  # makes `import rich` raise ImportError
+    data = write_dataset(tmp_path / "data.jsonl")
+
+    code = main(["eval", str(data), "--judge", "openai/fake-judge"])
+
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "[3/3]" in captured.out
+    assert "balanced accuracy" in captured.out
+
+
+def test_eval_unreadable_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(tmp_path / "missing.jsonl"), "--judge", "openai/x"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_with_usage_error() -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["eval", "x.jsonl", "--concurrency", "0"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["score", "--context", "c"])  # --answer is required
+
+
+def test_score_prints_claims_and_verdicts(judged: FakeJudge, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "score",
+            "--question",
+            "Capital of Spain?",
+            "--context",
+            "Madrid is the capital of Spain.",
+            "--context",
+            "Spain is in Europe.",
+            "--answer",
+            "Barcelona is the capital of Spain.",
+            "--judge",
+            "openai/fake-judge",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Barcelona is the capital of Spain." in out
+    assert "no" in out
+    assert "score: 0.000" in out
+    assert "faithfulness: 0.000" in out
+    assert "Barcelona is not the capital." in out
+    assert "tokens:" in out
+    prompt = next(m["content"] for m in judged.requests_for("verdicts")[0]["messages"] if m["role"] == "user")
+    assert "Spain is in Europe." in prompt
+
+
+def test_score_json(judged: FakeJudge, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "score",
+            "--context",
+            "Paris is the capital of France.",
+            "--answer",
+            "Paris is the capital of France.",
+            "--judge",
+            "openai/fake-judge",
+            "--json",
+        ]
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert result["outcome"] == "scored"
+    assert result["score"] == 1.0
+    assert result["claims"] == [
+        {"text": "Paris is the capital of France.", "verdict": "yes", "reason": "reason 1"}
+    ]

@@ -1,0 +1,200 @@
+"""Local judge process management without the model: state files, locks, probes and start-up failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from faithtrace import LocalJudgeError
+from faithtrace.judge import _server, local
+from faithtrace.judge._model import file_lock
+from faithtrace.judge._serve import STATE_VERSION, write_state
+from faithtrace.judge.local import ensure_local_judge, local_judge_status, stop_local_judge
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FAITHTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("FAITHTRACE_LOCAL_MODEL_PATH", raising=False)
+    return tmp_path / "cache"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _state(pid: int, port: int) -> dict[str, object]:
+    return {
+        "version": STATE_VERSION, "pid": pid, "host": "127.0.0.1", "port": port,
+        "model_path": "/nowhere.gguf", "alias": local.LOCAL_MODEL_ALIAS, "started_at": 1.0,
+    }  # fmt: skip
+
+
+class _Foreign(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'{"status": "ok"}'
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def foreign_server() -> Iterator[int]:
+    """Some other program answering HTTP on a loopback port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_probe_rejects_closed_ports_and_other_programs(foreign_server: int) -> None:
+    assert _server.probe(foreign_server, local.LOCAL_MODEL_ALIAS, timeout_s=2) is False
+    closed = _server.free_port()
+    assert _server.probe(closed, local.LOCAL_MODEL_ALIAS, timeout_s=2) is False
+
+
+def test_free_port_prefers_the_previous_port_when_free() -> None:
+    port = _server.free_port()
+    assert _server.free_port(preferred=port) == port
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert _server.free_port(preferred=taken) != taken
+
+
+def test_no_state_means_no_status_and_nothing_to_stop(cache: Path) -> None:
+    assert local_judge_status() is None
+    assert stop_local_judge() is False
+
+
+def test_stale_state_with_dead_pid_is_reported_unhealthy(cache: Path, foreign_server: int) -> None:
+    p = _server.paths()
+    write_state(p.state, _state(_dead_pid(), foreign_server))
+    status = local_judge_status()
+    assert status is not None
+    assert status["alive"] is False
+    assert status["healthy"] is False
+    assert _server.healthy_from_state(p, local.LOCAL_MODEL_ALIAS) is None
+
+
+def test_state_pointing_at_a_foreign_live_process_is_not_trusted_nor_killed(
+    cache: Path, foreign_server: int
+) -> None:
+    # This test process is alive and answers nothing of ours: a recycled pid must never be killed.
+    p = _server.paths()
+    write_state(p.state, _state(os.getpid(), foreign_server))
+    assert _server.is_our_server(os.getpid()) is False
+    assert _server.healthy_from_state(p, local.LOCAL_MODEL_ALIAS) is None
+    assert stop_local_judge() is False
+    assert not p.state.exists()
+
+
+def test_corrupt_state_file_is_ignored(cache: Path) -> None:
+    p = _server.paths()
+    p.directory.mkdir(parents=True)
+    p.state.write_text("{not json")
+    assert local_judge_status() is None
+
+
+def test_failed_start_replaces_stale_state_and_shows_the_log(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("llama_cpp")
+    bogus = tmp_path / "broken.gguf"
+    bogus.write_bytes(b"GGUF" + b"\xff" * 4096)  # the right magic, then garbage: llama.cpp cannot load it
+    monkeypatch.setenv("FAITHTRACE_LOCAL_MODEL_PATH", str(bogus))
+    p = _server.paths()
+    write_state(p.state, _state(os.getpid(), _server.free_port()))
+    with pytest.raises(LocalJudgeError) as info:
+        ensure_local_judge()
+    message = str(info.value)
+    assert "exited during start-up" in message
+    assert str(p.log) in message
+    assert "Failed to load model" in message  # the log's own lines are part of the error
+    assert not p.state.exists()  # the stale record was cleared and nothing new registered
+
+
+def test_missing_runtime_names_the_install_command(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local, "_RUNTIME_MODULES", ("faithtrace_no_such_runtime",))
+    with pytest.raises(LocalJudgeError, match=r"pip install 'faithtrace\[local\]'"):
+        ensure_local_judge()
+
+
+def test_missing_model_parts_fail_before_any_process_starts(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faithtrace.judge import _model
+
+    monkeypatch.setattr(_model, "PART_MODULE", "faithtrace_no_such_model_part{}")
+    with pytest.raises(LocalJudgeError, match="not installed"):
+        ensure_local_judge()
+    assert not _server.paths().state.exists()
+
+
+def test_held_lock_times_out_with_a_message(cache: Path) -> None:
+    p = _server.paths()
+    with file_lock(p.lock, 5, "testing"):
+        holder_done = threading.Event()
+        errors: list[str] = []
+
+        def contender() -> None:
+            try:
+                with file_lock(p.lock, 0.3, "starting the local judge"):
+                    pass
+            except LocalJudgeError as exc:
+                errors.append(str(exc))
+            holder_done.set()
+
+        t = threading.Thread(target=contender)
+        t.start()
+        assert holder_done.wait(30)
+        t.join()
+    assert len(errors) == 1
+    assert "starting the local judge" in errors[0]
+    assert str(p.lock) in errors[0]
+
+
+def test_state_files_are_per_network_namespace(cache: Path) -> None:
+    p = _server.paths()
+    ns = os.readlink("/proc/self/ns/net") if os.path.exists("/proc/self/ns/net") else ""
+    digits = "".join(c for c in ns if c.isdigit())
+    assert p.state.name == (f"server-{digits}.json" if digits else "server.json")
+    assert p.state.parent == cache / "judge"
+
+
+def test_server_env_bypasses_proxies_for_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    monkeypatch.setenv("CONFIG_FILE", "/etc/some-llama-config.yaml")
+    env = _server.server_env()
+    assert env["NO_PROXY"].split(",") == ["example.com", "127.0.0.1", "localhost"]
+    assert "CONFIG_FILE" not in env
+
+
+def test_state_record_round_trips(cache: Path) -> None:
+    p = _server.paths()
+    write_state(p.state, _state(123, 4567))
+    record = _server.read_state(p)
+    assert record is not None
+    assert record["port"] == 4567
+    p.state.write_text(json.dumps({**_state(1, 2), "version": 999}))
+    assert _server.read_state(p) is None

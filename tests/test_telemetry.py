@@ -1,0 +1,276 @@
+"""What lands in the trace and the metrics, exactly: names, value types, parentage; and the exporters
+faithtrace sets up itself (Prometheus /metrics, OTLP) when the app has none."""
+
+# ruff: noqa: F811  (the fixtures are imported into this module by name, see tests/_trace_fixtures.py)
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics.export import Gauge, Histogram, Sum
+from opentelemetry.trace import SpanKind, StatusCode
+
+from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
+from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
+from faithtrace import CaptureOptions, trace_faithfulness
+from faithtrace._telemetry import names as n
+from faithtrace.testing import FaithtraceCapture
+
+ANSWER = "Paris is the capital of France. The Seine never flows through Paris. Paris has a famous museum."
+
+
+def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    (rag,) = ft.spans("support-bot")
+    evaluation = evaluation_of(ft, rag)
+    assert evaluation.kind is SpanKind.INTERNAL
+    assert evaluation.status.status_code is StatusCode.UNSET
+
+    attrs = dict(evaluation.attributes or {})
+    assert attrs.pop(n.GEN_AI_OPERATION_NAME) == "evaluate"
+    assert attrs.pop(n.GEN_AI_EVALUATION_NAME) == "faithfulness"
+    assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "EVALUATOR"
+    assert attrs.pop(n.FUNCTION) == "support-bot"
+    assert attrs.pop(n.EVAL_OUTCOME) == "scored"
+    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_VALUE) == pytest.approx(1 / 3)
+    assert attrs.pop(n.EVAL_FAITHFULNESS) == pytest.approx(2 / 3)
+    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
+    assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
+    assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
+    counts = [
+        attrs.pop(k) for k in (n.EVAL_CLAIMS_TOTAL, n.EVAL_CLAIMS_YES, n.EVAL_CLAIMS_NO, n.EVAL_CLAIMS_IDK)
+    ]
+    assert counts == [3, 1, 1, 1]
+    assert isinstance(attrs.pop(n.EVAL_QUEUE_WAIT), float)
+    input_tokens, output_tokens = attrs.pop(n.EVAL_INPUT_TOKENS), attrs.pop(n.EVAL_OUTPUT_TOKENS)
+    assert isinstance(input_tokens, int)
+    assert input_tokens > 0
+    assert isinstance(output_tokens, int)
+    assert output_tokens > 0
+    assert attrs.pop(n.EVAL_LLM_CALLS) == 3
+    assert attrs.pop(n.JUDGE_MODEL) == MODEL
+    assert attrs.pop(n.GEN_AI_REQUEST_MODEL) == MODEL
+    assert attrs == {}  # nothing else (no cost: the fake model has no price)
+
+    events = [e.name for e in evaluation.events]
+    assert events == [n.GEN_AI_EVALUATION_RESULT_EVENT] + [n.CLAIM_EVENT] * 3 + [n.STEP_EVENT] * 3
+    result = dict(evaluation.events[0].attributes or {})
+    assert result == {
+        n.GEN_AI_EVALUATION_NAME: "faithfulness",
+        n.GEN_AI_EVALUATION_SCORE_VALUE: pytest.approx(1 / 3),
+        n.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
+        n.GEN_AI_EVALUATION_EXPLANATION: REASON_TEXT,
+    }
+    claims = [dict(e.attributes or {}) for e in evaluation.events[1:4]]
+    assert [(c[n.CLAIM_INDEX], c[n.CLAIM_VERDICT]) for c in claims] == [(0, "yes"), (1, "no"), (2, "idk")]
+    assert claims[1][n.CLAIM_TEXT] == "The Seine never flows through Paris."
+    assert claims[1][n.CLAIM_REASON] == "checked claim 2"
+    steps = [dict(e.attributes or {}) for e in evaluation.events[4:]]
+    assert [s[n.STEP_NAME] for s in steps] == ["claims", "verdicts", "reason"]
+    for step in steps:
+        assert set(step) == {
+            n.STEP_NAME, n.STEP_LLM_CALLS, n.GEN_AI_USAGE_INPUT_TOKENS, n.GEN_AI_USAGE_OUTPUT_TOKENS,
+            n.STEP_DURATION, n.STEP_CACHED, n.GEN_AI_REQUEST_MODEL,
+        }  # fmt: skip
+        assert step[n.STEP_LLM_CALLS] == 1
+        assert isinstance(step[n.GEN_AI_USAGE_INPUT_TOKENS], int)
+        assert isinstance(step[n.STEP_DURATION], float)
+        assert step[n.STEP_CACHED] is False
+
+    calls = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    assert [c.name for c in calls] == [f"chat {MODEL}"] * 3
+    assert sum(step[n.GEN_AI_USAGE_INPUT_TOKENS] for step in steps) == input_tokens
+    for call, step in zip(calls, ["claims", "verdicts", "reason"], strict=True):
+        assert call.kind is SpanKind.CLIENT
+        assert call.attributes[n.GEN_AI_OPERATION_NAME] == "chat"
+        assert call.attributes[n.GEN_AI_REQUEST_MODEL] == MODEL
+        assert call.attributes[n.GEN_AI_PROVIDER_NAME] == "openai"
+        assert call.attributes[n.STEP_NAME] == step
+        assert isinstance(call.attributes[n.GEN_AI_USAGE_INPUT_TOKENS], int)
+        assert isinstance(call.attributes[n.GEN_AI_USAGE_OUTPUT_TOKENS], int)
+        assert evaluation.start_time <= call.start_time < call.end_time <= evaluation.end_time
+    # Only our spans: the judge's HTTP calls are not traced a second time.
+    assert len(ft.spans()) == 1 + 1 + 3
+
+
+def test_claim_events_are_capped_with_the_total_noted(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    ft.configure(judge=fake_judge.settings(), capture=CaptureOptions(max_claim_events=1))
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    assert [e.name for e in evaluation.events].count(n.CLAIM_EVENT) == 1
+    assert evaluation.attributes[n.EVAL_CLAIM_EVENTS_DROPPED] == 2
+    assert evaluation.attributes[n.EVAL_CLAIMS_TOTAL] == 3
+
+
+def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    @trace_faithfulness(name="bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT])
+    answer(QUESTION, [])  # nothing retrieved: no_context, score 0
+    assert ft.flush()
+    data = ft.metrics()
+    kinds = {name: type(metric) for name, metric in data.items()}
+    assert kinds == {
+        n.METRIC_SCORE: Histogram,
+        n.METRIC_CLAIMS: Histogram,
+        n.METRIC_VERDICTS: Sum,
+        n.METRIC_EVAL_DURATION: Histogram,
+        n.METRIC_TOKEN_USAGE: Histogram,
+        n.METRIC_OPERATION_DURATION: Histogram,
+        n.METRIC_EVALUATIONS: Sum,
+        n.METRIC_CALLS: Sum,
+        n.METRIC_INTERNAL_ERRORS: Sum,
+        n.METRIC_QUEUE_DEPTH: Gauge,
+    }
+    assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))
+
+    score = point(ft, n.METRIC_SCORE, **{n.FUNCTION: "bot"})
+    assert (score.count, score.sum) == (2, pytest.approx(1 / 3))
+    assert list(score.explicit_bounds) == list(n.SCORE_BUCKETS)
+    assert dict(score.attributes) == {n.FUNCTION: "bot"}
+    assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "scored"}).value == 1
+    assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "no_context"}).value == 1
+    assert point(ft, n.METRIC_CALLS, **{n.FUNCTION: "bot"}).value == 2
+    verdicts = {p.attributes[n.VERDICT]: p.value for p in ft.points(n.METRIC_VERDICTS)}
+    assert verdicts == {"yes": 1, "no": 1, "idk": 4}
+    claims = point(ft, n.METRIC_CLAIMS)
+    assert (claims.count, claims.sum) == (2, 6)
+    tokens = ft.points(n.METRIC_TOKEN_USAGE)
+    assert {p.attributes[n.GEN_AI_TOKEN_TYPE] for p in tokens} == {"input", "output"}
+    assert {p.attributes[n.STEP_NAME] for p in tokens} == {"claims", "verdicts", "reason"}
+    for p in tokens:
+        assert set(p.attributes) == {
+            n.GEN_AI_OPERATION_NAME,
+            n.GEN_AI_REQUEST_MODEL,
+            n.STEP_NAME,
+            n.GEN_AI_TOKEN_TYPE,
+        }
+    durations = ft.points(n.METRIC_OPERATION_DURATION)
+    assert sum(p.count for p in durations) == 4  # claims ×2, verdicts, reason
+    assert point(ft, n.METRIC_QUEUE_DEPTH).value == 0
+    assert point(ft, n.METRIC_INTERNAL_ERRORS).value == 0
+    # Never text in metric attributes.
+    for metric in data.values():
+        for p in metric.data_points:
+            assert all(QUESTION not in str(v) and "Paris" not in str(v) for v in p.attributes.values())
+
+
+# --- exporters faithtrace sets up itself (in a child process: global providers are set only once) ---
+def _run(script: str, env_extra: dict[str, str], timeout: float = 120) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHTRACE_", "OTEL_"))}
+    env.update(env_extra)
+    env["PYTHONPATH"] = str(Path(__file__).parent) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _judge_code(fake_judge: Any) -> str:
+    s = fake_judge.settings()
+    return f"faithtrace.JudgeSettings(model={s.model!r}, api_base={s.api_base!r}, api_key='x', max_retries=0)"
+
+
+def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
+    out = _run(
+        f"""
+        import urllib.request, faithtrace
+        from faithtrace._telemetry.setup import prometheus_address
+        faithtrace.configure(prometheus=0, judge={_judge_code(fake_judge)})
+        @faithtrace.trace_faithfulness(name="bot")
+        def answer(question, contexts):
+            return "Paris is the capital of France."
+        answer("q", ["Paris is the capital of France."])
+        assert faithtrace.flush(60)
+        host, port = prometheus_address()
+        assert host == "127.0.0.1"
+        print(urllib.request.urlopen(f"http://{{host}}:{{port}}/metrics", timeout=10).read().decode())
+        faithtrace.shutdown()
+        """,
+        {},
+    )
+    lines = out.splitlines()
+    assert 'faithtrace_evaluations_total{faithtrace_function="bot",faithtrace_outcome="scored"' in out
+    (le_one,) = [
+        line for line in lines if line.startswith("faithtrace_evaluation_score_bucket") and 'le="1.0"' in line
+    ]
+    assert le_one.endswith(" 1.0")
+    assert any(line.startswith("gen_ai_client_token_usage_bucket") for line in lines)
+    assert any(line.startswith("faithtrace_queue_depth") for line in lines)
+
+
+class _Collector(BaseHTTPRequestHandler):
+    received: list[tuple[str, int]]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.received.append((self.path, len(body)))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
+    received: list[tuple[str, int]] = []
+    handler = type("Handler", (_Collector,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any) -> None:
+    endpoint, received = otlp_receiver
+    script = f"""
+        import faithtrace
+        from opentelemetry import trace
+        faithtrace.configure(judge={_judge_code(fake_judge)})
+        assert type(trace.get_tracer_provider()).__name__ == "TracerProvider"
+        @faithtrace.trace_faithfulness
+        def answer(question, contexts):
+            return "Paris is the capital of France."
+        answer("q", ["Paris is the capital of France."])
+        assert faithtrace.flush(60)
+        faithtrace.shutdown()
+        print("ok")
+        """
+    out = _run(script, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "rag-test"})
+    assert out.strip() == "ok"
+    paths = {path for path, size in received if size > 0}
+    assert paths == {"/v1/traces", "/v1/metrics"}

@@ -1,0 +1,202 @@
+"""The background worker: judge failures, timeouts, a full queue, flush/shutdown and fork safety."""
+
+# ruff: noqa: F811  (the fixtures are imported into this module by name, see tests/_trace_fixtures.py)
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+from opentelemetry.trace import StatusCode
+
+import faithtrace
+from _fake_judge import fake_judge  # noqa: F401  (fixture)
+from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
+from faithtrace import WorkerOptions, trace_faithfulness
+from faithtrace._telemetry import names as n
+from faithtrace.testing import FaithtraceCapture
+
+
+def _wait_until(predicate: Any, timeout: float = 30.0) -> None:
+    """Poll for a state change in another thread (a bound on waiting, never an assertion on time)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("script", "error_type", "call_failed"),
+    [
+        (lambda fake: fake.fail(500), "judge_server_error", True),
+        (lambda fake: fake.fail(429), "rate_limited", True),
+        (lambda fake: fake.garbage(), "judge_output_invalid", False),
+    ],
+    ids=["500", "429", "garbage"],
+)
+def test_judge_failure_gives_an_error_span_and_the_app_is_unaffected(
+    ft: FaithtraceCapture, fake_judge: Any, script: Any, error_type: str, call_failed: bool
+) -> None:
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    script(fake_judge)
+    assert answer(QUESTION, [CONTEXT]) == FAITHFUL
+    assert ft.flush()
+    (rag,) = ft.spans(answer.__qualname__)
+    assert rag.status.status_code is StatusCode.UNSET
+    evaluation = evaluation_of(ft, rag)
+    assert evaluation.status.status_code is StatusCode.ERROR
+    assert evaluation.attributes[n.ERROR_TYPE] == error_type
+    assert evaluation.attributes[n.EVAL_OUTCOME] == "error"
+    assert n.GEN_AI_EVALUATION_SCORE_VALUE not in evaluation.attributes
+    (event,) = [e for e in evaluation.events if e.name == n.GEN_AI_EVALUATION_RESULT_EVENT]
+    assert event.attributes[n.ERROR_TYPE] == error_type
+    # The request still has its client span; an HTTP failure is marked on it.
+    (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    assert (n.ERROR_TYPE in call.attributes) is call_failed
+    assert (call.status.status_code is StatusCode.ERROR) is call_failed
+    assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: answer.__qualname__, n.OUTCOME: "error"}).value == 1
+    assert point(ft, n.METRIC_SCORE) is None
+
+
+def test_evaluation_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    ft.configure(judge=fake_judge.settings(), worker=WorkerOptions(evaluation_timeout_s=0.3))
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    fake_judge.hang()
+    assert answer(QUESTION, [CONTEXT]) == FAITHFUL
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    assert evaluation.attributes[n.ERROR_TYPE] == "timeout"
+    assert evaluation.status.status_code is StatusCode.ERROR
+
+
+def test_judge_request_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    ft.configure(judge=fake_judge.settings(timeout_s=0.3))
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    fake_judge.hang()
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    assert evaluation.attributes[n.ERROR_TYPE] == "timeout"
+    assert evaluation.attributes[n.EVAL_LLM_CALLS] == 1
+
+
+def test_full_queue_drops_and_counts_without_blocking(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    ft.configure(judge=fake_judge.settings(), worker=WorkerOptions(queue_size=1, concurrency=1))
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    fake_judge.hang()
+    answer(QUESTION, [CONTEXT])  # taken by the worker: its first judge request hangs
+    _wait_until(lambda: len(fake_judge.requests) == 1)
+    results = [answer(QUESTION, [CONTEXT]) for _ in range(4)]  # one waits in the queue, three are dropped
+    assert results == [FAITHFUL] * 4
+    assert (
+        point(
+            ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: answer.__qualname__, n.OUTCOME: n.OUTCOME_DROPPED}
+        ).value
+        == 3
+    )
+    dropped = [s for s in ft.spans(answer.__qualname__) if s.attributes[n.SAMPLED] is False]
+    assert len(dropped) == 3
+    assert all(s.attributes[n.SAMPLING_REASON] == "queue_full" for s in dropped)
+    fake_judge.release.set()
+    assert ft.flush()
+    assert len(ft.evaluation_spans()) == 2
+
+
+def test_flush_times_out_while_the_judge_hangs(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    fake_judge.hang()
+    answer(QUESTION, [CONTEXT])
+    assert faithtrace.flush(timeout=0.2) is False
+    fake_judge.release.set()
+    assert faithtrace.flush() is True
+    (evaluation,) = ft.evaluation_spans()
+    assert evaluation.attributes[n.EVAL_OUTCOME] == "error"
+
+
+def test_shutdown_finishes_queued_work_then_passes_through(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    answer(QUESTION, [CONTEXT])
+    faithtrace.shutdown(timeout=30)
+    assert len(ft.evaluation_spans()) == 1
+    assert answer(QUESTION, [CONTEXT]) == FAITHFUL  # after shutdown: no span, no evaluation
+    assert len(ft.spans(answer.__qualname__)) == 1
+    assert faithtrace.flush() is True
+
+
+def test_scores_in_a_forked_child(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    answer(QUESTION, [CONTEXT])  # the parent's worker thread is running when we fork
+    assert ft.flush()
+    parent_requests = len(fake_judge.requests)
+    pid = os.fork()
+    if pid == 0:  # child: only this thread survived the fork; the worker must come back by itself
+        code = 1
+        try:
+            ft.clear()
+            answer(QUESTION, [CONTEXT])
+            if faithtrace.flush(timeout=60) and len(ft.evaluation_spans()) == 1:
+                code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120
+    status = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child did not finish")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(fake_judge.requests) > parent_requests  # the child's evaluation reached the judge
+    # The parent still works after its child forked.
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    assert len(ft.evaluation_spans()) == 2
+
+
+async def test_runs_off_the_host_event_loop(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    import asyncio
+    import threading
+
+    @trace_faithfulness
+    async def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    await answer(QUESTION, [CONTEXT])
+    host_loop = asyncio.get_running_loop()
+    workers = [t for t in threading.enumerate() if t.name == "faithtrace-loop"]
+    assert len(workers) == 1
+    assert workers[0] is not threading.current_thread()
+    assert ft.flush()
+    assert not host_loop.is_closed()
+    assert len(ft.evaluation_spans()) == 1
