@@ -67,7 +67,7 @@ typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
 test: judge backends lint typecheck
-	FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 unit: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -ra -m 'not judge and not backend' $(PYTEST_ARGS)

@@ -36,9 +36,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, data: dict[str, Any], out: str | None = None) -> Path:
-    """Write ``results/<name>.json`` (or ``out``) with the date, machine and command line attached."""
-    path = Path(out) if out else RESULTS_DIR / f"{name}.json"
+def default_out(name: str, quick: bool) -> Path:
+    # Quick runs (make bench) get their own file so they never overwrite a full run's figures.
+    return RESULTS_DIR / (f"{name}-quick.json" if quick else f"{name}.json")
+
+
+def write_results(name: str, data: dict[str, Any], out: str | Path) -> Path:
+    """Write ``out`` with the benchmark name, date, machine and command line attached."""
+    path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": name,

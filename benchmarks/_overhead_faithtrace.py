@@ -18,16 +18,16 @@ def add(
 
         decorated = faithtrace.trace_faithfulness(query="question", contexts="contexts")(rag)
     except Exception as exc:  # the decorator is not there (yet): say so, measure the rest
-        for mode in ("disabled", "sampled out", "sampled in"):
+        for mode in ("disabled", "sampled out", "sampled in"):  # the breakdown rows go unmentioned
             bench.missing[f"faithtrace {mode}"] = f"unavailable: {type(exc).__name__}: {exc}"[:120]
         return
     judge = _parked_judge(bench)
 
-    def configure(**kwargs: Any) -> Callable[[], None]:
+    def configure(queue_size: int = 1_000_000, **kwargs: Any) -> Callable[[], None]:
         def apply() -> None:
             # shutdown_timeout_s=0: configure() replaces the runtime, and the old one must not wait for its
             # parked jobs. A queue this large holds every sampled-in call of the run: enqueued, never dropped.
-            worker = faithtrace.WorkerOptions(queue_size=1_000_000, shutdown_timeout_s=0.0)
+            worker = faithtrace.WorkerOptions(queue_size=queue_size, shutdown_timeout_s=0.0)
             faithtrace.configure(judge=judge, tracer_provider=provider, worker=worker, **kwargs)
 
         return apply
@@ -51,6 +51,26 @@ def add(
             setup=configure(sampling=faithtrace.SamplingOptions(ratio=1.0)),
             note="span + enqueue; judge parked, scoring not counted",
             exporter=exporter,
+        )
+    )
+    # Two breakdown rows: without the texts on the span, and with every call refused by a full queue.
+    bench.variants.append(
+        Variant(
+            "faithtrace sampled in, content off",
+            decorated,
+            setup=configure(
+                sampling=faithtrace.SamplingOptions(ratio=1.0),
+                capture=faithtrace.CaptureOptions(content=False),
+            ),
+            note="breakdown: no query/contexts/answer on the span",
+        )
+    )
+    bench.variants.append(
+        Variant(
+            "faithtrace sampled in, queue full",
+            decorated,
+            setup=configure(queue_size=1, sampling=faithtrace.SamplingOptions(ratio=1.0)),
+            note="breakdown: the drop path instead of the enqueue",
         )
     )
 

@@ -163,36 +163,49 @@ def ragas_runner(args: argparse.Namespace) -> Any:
     return score
 
 
+async def score_row(args: argparse.Namespace, runner: Any, row: dict[str, Any]) -> dict[str, Any]:
+    USAGE.reset()
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {"id": row["id"], "system": args.system}
+    try:
+        record.update(await asyncio.wait_for(runner(row), timeout=args.row_timeout))
+        record["error"] = None
+    except Exception as exc:
+        record["scores"] = None
+        record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    record.update(
+        seconds=time.perf_counter() - t0,
+        llm_calls=USAGE.calls,
+        failed_calls=USAGE.failed_calls,
+        input_tokens=USAGE.input_tokens,
+        output_tokens=USAGE.output_tokens,
+    )
+    print(
+        f"  {args.system} {row['id']}: {record['scores']} calls={USAGE.calls} "
+        f"in={USAGE.input_tokens} out={USAGE.output_tokens} {record['seconds']:.1f}s"
+        + (f" ERROR {record['error']}" if record["error"] else ""),
+        flush=True,
+    )
+    return record
+
+
 async def run(args: argparse.Namespace) -> None:
     runner = deepeval_runner(args) if args.system == "deepeval" else ragas_runner(args)
+    if args.rows == "-":
+        # Driven by accuracy.py: a row per stdin line, a "RESULT {json}" line back per row.
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            if line.strip():
+                record = await score_row(args, runner, json.loads(line))
+                print("RESULT " + json.dumps(record), flush=True)
+        return
     text = Path(args.rows).read_text(encoding="utf-8")  # noqa: ASYNC240 - once, before any request
     rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     with open(args.out, "a", encoding="utf-8") as out:  # noqa: ASYNC230 - a local file, a line per row
         for row in rows:
-            USAGE.reset()
-            t0 = time.perf_counter()
-            record: dict[str, Any] = {"id": row["id"], "system": args.system}
-            try:
-                record.update(await asyncio.wait_for(runner(row), timeout=args.row_timeout))
-                record["error"] = None
-            except Exception as exc:
-                record["scores"] = None
-                record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            record.update(
-                seconds=time.perf_counter() - t0,
-                llm_calls=USAGE.calls,
-                failed_calls=USAGE.failed_calls,
-                input_tokens=USAGE.input_tokens,
-                output_tokens=USAGE.output_tokens,
-            )
+            record = await score_row(args, runner, row)
             out.write(json.dumps(record) + "\n")
             out.flush()
-            print(
-                f"  {args.system} {row['id']}: {record['scores']} calls={USAGE.calls} "
-                f"in={USAGE.input_tokens} out={USAGE.output_tokens} {record['seconds']:.1f}s"
-                + (f" ERROR {record['error']}" if record["error"] else ""),
-                flush=True,
-            )
 
 
 def main() -> int:

@@ -22,7 +22,6 @@ import json
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -72,115 +71,98 @@ def length_rule(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run_faithtrace(rows: list[dict[str, Any]], judge: Any, rows_out: Path) -> list[dict[str, Any]]:
+def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
     import faithtrace
 
-    out = []
-    for r in rows:
-        t0 = time.perf_counter()
-        try:
-            res = faithtrace.evaluate(r["question"], r["contexts"], r["answer"], judge=judge)
-        except Exception as exc:  # evaluate() should not raise for judge failures; count it if it does
-            rec = {
-                "id": r["id"],
-                "score": None,
-                "outcome": "exception",
-                "error": f"{type(exc).__name__}: {exc}",
-            }
-            rec.update(llm_calls=0, input_tokens=0, output_tokens=0)
-        else:
-            rec = {
-                "id": r["id"],
-                "score": res.score,
-                "faithfulness": res.faithfulness,
-                "passed": res.passed,
-                "outcome": str(res.outcome),
-                "counts": res.counts.model_dump(),
-                "error": res.error.model_dump() if res.error else None,
-                "llm_calls": res.llm_calls,
-                "input_tokens": res.input_tokens,
-                "output_tokens": res.output_tokens,
-            }
-        rec["seconds"] = time.perf_counter() - t0
-        _append(rows_out, {"system": "faithtrace", **rec})
-        print(
-            f"  faithtrace {r['id']} ({r['label']}): score={rec['score']} outcome={rec['outcome']} "
-            f"calls={rec['llm_calls']} in={rec['input_tokens']} out={rec['output_tokens']} "
-            f"{rec['seconds']:.1f}s",
-            flush=True,
-        )
-        scored = rec["score"] is not None
-        invalid = rec["outcome"] in ("error", "exception")
-        out.append(
-            {
-                **rec,
-                "hallucinated": r["label"] == "hallucinated",
-                # no_claims: nothing checkable was said, so nothing was found unsupported
-                "risk": 1.0 - rec["score"] if scored else 0.0,
-                "predicted": rec.get("passed") is False,
-                "invalid": invalid,
-            }
-        )
-    return out
+    t0 = time.perf_counter()
+    try:
+        res = faithtrace.evaluate(row["question"], row["contexts"], row["answer"], judge=judge)
+    except Exception as exc:  # evaluate() should not raise for judge failures; count it if it does
+        rec: dict[str, Any] = {"id": row["id"], "score": None, "outcome": "exception"}
+        rec.update(error=f"{type(exc).__name__}: {exc}", llm_calls=0, input_tokens=0, output_tokens=0)
+    else:
+        rec = {
+            "id": row["id"],
+            "score": res.score,
+            "faithfulness": res.faithfulness,
+            "passed": res.passed,
+            "outcome": str(res.outcome),
+            "counts": res.counts.model_dump(),
+            "error": res.error.model_dump() if res.error else None,
+            "llm_calls": res.llm_calls,
+            "input_tokens": res.input_tokens,
+            "output_tokens": res.output_tokens,
+        }
+    rec["seconds"] = time.perf_counter() - t0
+    print(
+        f"  faithtrace {row['id']} ({row['label']}): score={rec['score']} outcome={rec['outcome']} "
+        f"calls={rec['llm_calls']} in={rec['input_tokens']} out={rec['output_tokens']} {rec['seconds']:.1f}s",
+        flush=True,
+    )
+    return {"system": "faithtrace", **rec}
 
 
-def run_peer(
-    system: str, rows: list[dict[str, Any]], python: Path, endpoint: dict[str, Any], rows_out: Path
-) -> list[dict[str, Any]] | str:
-    if not python.exists():
-        return f"not installed (no {python})"
-    with tempfile.TemporaryDirectory() as tmp:
-        rows_file = Path(tmp) / "rows.jsonl"
-        rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        result_file = Path(tmp) / "out.jsonl"
-        cmd = [
-            str(python),
-            str(Path(__file__).resolve().parent / "_peers_accuracy.py"),
-            "--system",
-            system,
-            "--rows",
-            str(rows_file),
-            "--out",
-            str(result_file),
-            "--model",
-            endpoint["model"],
-        ]
-        if endpoint.get("api_base"):
-            cmd += ["--api-base", endpoint["api_base"]]
-        if endpoint.get("api_key"):
-            cmd += ["--api-key", endpoint["api_key"]]
-        if endpoint.get("timeout"):
-            cmd += ["--timeout", str(endpoint["timeout"])]
+def faithtrace_record(rec: dict[str, Any], label: str) -> dict[str, Any]:
+    scored = rec["score"] is not None
+    return {
+        **rec,
+        "hallucinated": label == "hallucinated",
+        # no_claims: nothing checkable was said, so nothing was found unsupported
+        "risk": 1.0 - rec["score"] if scored else 0.0,
+        "predicted": rec.get("passed") is False,
+        "invalid": rec["outcome"] in ("error", "exception"),
+    }
+
+
+class PeerProcess:
+    """One long-lived peer runner (in the peers' venv), fed a row at a time so systems interleave per row."""
+
+    def __init__(self, system: str, python: Path, endpoint: dict[str, Any]) -> None:
+        cmd = [str(python), str(Path(__file__).resolve().parent / "_peers_accuracy.py"), "--system", system]
+        cmd += ["--rows", "-", "--out", "-", "--model", endpoint["model"]]
+        for flag, key in (("--api-base", "api_base"), ("--api-key", "api_key"), ("--timeout", "timeout")):
+            if endpoint.get(key):
+                cmd += [flag, str(endpoint[key])]
         if endpoint.get("schema_grammar"):
             cmd.append("--schema-grammar")
-        proc = subprocess.run(cmd, timeout=len(rows) * 1800 + 300, check=False)
-        if proc.returncode != 0 and not result_file.exists():
-            return f"failed (exit {proc.returncode})"
-        results = [json.loads(x) for x in result_file.read_text(encoding="utf-8").splitlines() if x.strip()]
-    by_id = {r["id"]: r for r in rows}
-    for rec in results:
-        _append(rows_out, rec)
-    return [{**rec, "label": by_id[rec["id"]]["label"]} for rec in results]
+        self.system = system
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def score(self, row: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(row) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+                return result
+            print(line, end="", flush=True)
+        raise RuntimeError(f"{self.system} runner exited (code {self.proc.wait()})")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def peer_records(results: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
-    out = []
-    for rec in results:
-        score = (rec.get("scores") or {}).get(key)
-        out.append(
-            {
-                "id": rec["id"],
-                "hallucinated": rec["label"] == "hallucinated",
-                "risk": 1.0 - score if score is not None else 0.0,
-                "predicted": score is not None and score < PEER_THRESHOLD,
-                "invalid": score is None,
-                "llm_calls": rec["llm_calls"],
-                "input_tokens": rec["input_tokens"],
-                "output_tokens": rec["output_tokens"],
-                "seconds": rec["seconds"],
-            }
-        )
-    return out
+def peer_record(rec: dict[str, Any], key: str, label: str) -> dict[str, Any]:
+    score = (rec.get("scores") or {}).get(key)
+    return {
+        "id": rec["id"],
+        "hallucinated": label == "hallucinated",
+        "risk": 1.0 - score if score is not None else 0.0,
+        "predicted": score is not None and score < PEER_THRESHOLD,
+        "invalid": score is None,
+        "llm_calls": rec["llm_calls"],
+        "input_tokens": rec["input_tokens"],
+        "output_tokens": rec["output_tokens"],
+        "seconds": rec["seconds"],
+    }
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
@@ -213,6 +195,71 @@ def resolve_judge(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
     return faithtrace.JudgeSettings(timeout_s=args.timeout), endpoint, ep.display_model
 
 
+def summarise(
+    rows: list[dict[str, Any]], done: dict[tuple[str, str], dict[str, Any]], systems: list[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Figures over the rows every requested system has finished (so partial runs compare like with like)."""
+    labels = {r["id"]: r["label"] for r in rows}
+    complete = [r for r in rows if all((s, r["id"]) in done for s in systems)]
+    summary: dict[str, Any] = {
+        f"length rule (>{LENGTH_RULE_WORDS} words)": metrics.summarise(
+            length_rule(complete), f"hallucinated iff > {LENGTH_RULE_WORDS} words; AUROC by word count"
+        )
+    }
+    notes: dict[str, str] = {}
+    if "faithtrace" in systems:
+        summary["faithtrace"] = metrics.summarise(
+            [faithtrace_record(done[("faithtrace", r["id"])], labels[r["id"]]) for r in complete],
+            "hallucinated iff not passed (score < its threshold, 0.7)",
+        )
+    for system, keys in (("deepeval", ["deepeval", "deepeval_penalize_ambiguous"]), ("ragas", ["ragas"])):
+        if system not in systems:
+            continue
+        for key in keys:
+            name = key.replace("_penalize_ambiguous", " penalize_ambiguous_claims=True")
+            summary[name] = metrics.summarise(
+                [peer_record(done[(system, r["id"])], key, labels[r["id"]]) for r in complete],
+                f"hallucinated iff score < {PEER_THRESHOLD}; AUROC on 1 - score",
+            )
+    if "deepeval" in summary and "faithtrace" in summary:
+        d = (summary["deepeval"]["input_tokens_per_eval"] or 0) + (
+            summary["deepeval"]["output_tokens_per_eval"] or 0
+        )
+        f = (summary["faithtrace"]["input_tokens_per_eval"] or 0) + (
+            summary["faithtrace"]["output_tokens_per_eval"] or 0
+        )
+        notes["faithtrace tokens / deepeval tokens"] = f"{f / d:.2f}" if d else "n/a"
+    if "deepeval" in systems:
+        notes["deepeval penalize_ambiguous_claims=True"] = (
+            "scored from the same run's verdicts as the default (the option changes only the score formula); "
+            "usage figures are that one run's"
+        )
+    if len(complete) < len(rows):
+        notes["partial"] = f"{len(complete)} of {len(rows)} rows finished by every system so far"
+    return summary, notes
+
+
+def _print_table(summary: dict[str, Any], notes: dict[str, str], title: str) -> None:
+    headers = ["system", "rows", "bal.acc", "AUROC", "invalid", "calls/eval", "in tok", "out tok", "s/eval"]
+    keys = ["rows", "balanced_accuracy", "auroc", "invalid_rate", "llm_calls_per_eval"]
+    keys += ["input_tokens_per_eval", "output_tokens_per_eval", "seconds_per_eval"]
+    print(f"\n{title}\n")
+    print(_common.table(headers, [[name, *(s[k] for k in keys)] for name, s in summary.items()]))
+    for k, v in notes.items():
+        print(f"{k}: {v}")
+
+
+def _load_done(path: Path, ids: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                if rec.get("id") in ids:
+                    done[(rec["system"], rec["id"])] = rec
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="faithtrace vs DeepEval vs RAGAS vs a length rule, one judge.")
     p.add_argument("--quick", action="store_true", help="3 rows per label")
@@ -232,7 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         help="per judge request, every system (a shared CPU judge queues requests; default 600 s)",
     )
     p.add_argument("--peers-python", default=str(PEERS_VENV_PYTHON))
-    p.add_argument("--out", help="JSON output path (default benchmarks/results/accuracy.json)")
+    p.add_argument("--resume", action="store_true", help="keep rows already in the per-row file")
+    p.add_argument(
+        "--out", help="JSON output (default results/accuracy.json, --quick: results/accuracy-quick.json)"
+    )
     args = p.parse_args(argv)
 
     data = Path(args.data)
@@ -242,95 +292,61 @@ def main(argv: list[str] | None = None) -> int:
     per_label = args.limit if args.limit is not None else (3 if args.quick else 6)
     rows, subset = load_rows(data, per_label, args.seed)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    out_path = Path(args.out) if args.out else _common.RESULTS_DIR / "accuracy.json"
+    out_path = Path(args.out) if args.out else _common.default_out("accuracy", args.quick)
     rows_out = out_path.with_name(out_path.stem + "_rows.jsonl")
     rows_out.parent.mkdir(parents=True, exist_ok=True)
-    rows_out.write_text("")
+    done = _load_done(rows_out, {r["id"] for r in rows}) if args.resume else {}
+    if not args.resume:
+        rows_out.write_text("")
     print(f"{len(rows)} rows from {data} ({subset}); per-row results -> {rows_out}", flush=True)
 
+    notes_extra: dict[str, str] = {}
+    python = Path(args.peers_python)
+    for system in ("deepeval", "ragas"):
+        if system in systems and not python.exists():
+            systems.remove(system)
+            notes_extra[system] = f"not installed (no {python}; see benchmarks/setup_peers.sh)"
     judge, endpoint, judge_name = resolve_judge(args)
     print(f"judge: {judge_name} ({endpoint['api_base'] or 'provider default'})", flush=True)
-    summary: dict[str, Any] = {}
-    notes: dict[str, str] = {}
-    summary[f"length rule (>{LENGTH_RULE_WORDS} words)"] = metrics.summarise(
-        length_rule(rows), f"hallucinated iff > {LENGTH_RULE_WORDS} words; AUROC by word count"
-    )
-    if "faithtrace" in systems:
-        print("faithtrace:", flush=True)
-        summary["faithtrace"] = metrics.summarise(
-            run_faithtrace(rows, judge, rows_out), "hallucinated iff not passed (score < its threshold, 0.7)"
-        )
-    for system in ("deepeval", "ragas"):
-        if system not in systems:
-            continue
-        print(f"{system} (peers venv):", flush=True)
-        res = run_peer(system, rows, Path(args.peers_python), endpoint, rows_out)
-        keys = ["deepeval", "deepeval_penalize_ambiguous"] if system == "deepeval" else ["ragas"]
-        for key in keys:
-            name = key.replace("_penalize_ambiguous", " penalize_ambiguous_claims=True")
-            if isinstance(res, str):
-                notes[name] = res
-                continue
-            summary[name] = metrics.summarise(
-                peer_records(res, key), f"hallucinated iff score < {PEER_THRESHOLD}; AUROC on 1 - score"
-            )
-    if "deepeval" in summary and "faithtrace" in summary:
-        d = (summary["deepeval"]["input_tokens_per_eval"] or 0) + (
-            summary["deepeval"]["output_tokens_per_eval"] or 0
-        )
-        f = (summary["faithtrace"]["input_tokens_per_eval"] or 0) + (
-            summary["faithtrace"]["output_tokens_per_eval"] or 0
-        )
-        notes["faithtrace tokens / deepeval tokens"] = f"{f / d:.2f}" if d else "n/a"
-    if "deepeval penalize_ambiguous_claims=True" in summary:
-        notes["deepeval penalize_ambiguous_claims=True"] = (
-            "scored from the same run's verdicts as the default (the option changes only the score formula); "
-            "usage figures are that one run's"
-        )
+    peers: dict[str, PeerProcess] = {}
 
-    headers = [
-        "system",
-        "rows",
-        "bal.acc",
-        "AUROC",
-        "invalid",
-        "calls/eval",
-        "in tok/eval",
-        "out tok/eval",
-        "s/eval",
-    ]
-    table_rows = [
-        [
-            name,
-            s["rows"],
-            s["balanced_accuracy"],
-            s["auroc"],
-            s["invalid_rate"],
-            s["llm_calls_per_eval"],
-            s["input_tokens_per_eval"],
-            s["output_tokens_per_eval"],
-            s["seconds_per_eval"],
-        ]
-        for name, s in summary.items()
-    ]
-    print(f"\naccuracy on {data.name}, {subset}, judge {judge_name}\n")
-    print(_common.table(headers, table_rows))
-    for k, v in notes.items():
-        print(f"{k}: {v}")
-    path = _common.write_results(
-        "accuracy",
-        {
+    def write(final: bool) -> tuple[dict[str, Any], dict[str, str]]:
+        summary, notes = summarise(rows, done, systems)
+        notes.update(notes_extra)
+        doc = {
             "data": str(data),
             "subset": subset,
             "row_ids": [r["id"] for r in rows],
             "judge": judge_name,
+            "complete": final and "partial" not in notes,
             "systems": summary,
             "notes": notes,
             "rows_file": str(rows_out),
-        },
-        str(out_path),
-    )
-    print(f"\nwrote {path}")
+        }
+        _common.write_results("accuracy", doc, str(out_path))
+        return summary, notes
+
+    try:
+        # Row by row, every system in turn: a run cut short still compares the systems on the same rows.
+        for row in rows:
+            for system in systems:
+                if (system, row["id"]) in done:
+                    continue
+                if system == "faithtrace":
+                    rec = score_faithtrace(row, judge)
+                else:
+                    if system not in peers:
+                        peers[system] = PeerProcess(system, python, endpoint)
+                    rec = peers[system].score(row)
+                done[(system, row["id"])] = rec
+                _append(rows_out, rec)
+            write(final=False)
+    finally:
+        for proc in peers.values():
+            proc.close()
+    summary, notes = write(final=True)
+    _print_table(summary, notes, f"accuracy on {data.name}, {subset}, judge {judge_name}")
+    print(f"\nwrote {out_path}")
     return 0
 
 

@@ -104,6 +104,8 @@ def main() -> int:
     parts = []
     for name, render in (("overhead", overhead), ("throughput", throughput), ("accuracy", accuracy)):
         path = HERE / "results" / f"{name}.json"
+        if not path.exists():
+            path = HERE / "results" / f"{name}-quick.json"
         if path.exists():
             parts.append(render(json.loads(path.read_text())))
         else:

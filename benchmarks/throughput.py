@@ -66,12 +66,19 @@ def _host_loop(
     return latencies
 
 
-def _latency_summary(lat: list[float]) -> dict[str, float]:
+def _latency_summary(lat: list[float], rate: float) -> dict[str, float]:
+    worst = max(range(len(lat)), key=lat.__getitem__) if lat else 0
+    slow = sorted(range(len(lat)), key=lat.__getitem__)[-5:]
     return {
         "calls": len(lat),
         "p50_ms": _common.percentile(lat, 50),
         "p99_ms": _common.percentile(lat, 99),
         "max_ms": max(lat) if lat else float("nan"),
+        # When the slowest calls happened (seconds into the window, at the nominal rate): a one-off at the
+        # start points at warm-up (a lazy import in the worker holding the GIL), spread out at steady state.
+        "max_at_s": round(worst / rate, 2),
+        "slowest5_at_s": [round(i / rate, 2) for i in slow],
+        "slowest5_ms": [round(lat[i], 2) for i in slow],
     }
 
 
@@ -151,9 +158,9 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         "queue_size": args.queue_size,
         "concurrency": args.overload_concurrency,
         "host_latency": {
-            "undecorated, worker idle": _latency_summary(bare),
-            "decorated + sampled in, worker saturated": _latency_summary(saturated),
-            "undecorated, worker saturated": _latency_summary(bare_busy),
+            "undecorated, worker idle": _latency_summary(bare, args.host_rate),
+            "decorated + sampled in, worker saturated": _latency_summary(saturated, args.host_rate),
+            "undecorated, worker saturated": _latency_summary(bare_busy, args.host_rate),
         },
         "overload_seconds": args.overload_seconds,
         "evaluations_during_overload": after["evaluations"] - before["evaluations"],
@@ -187,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-rate", type=float, default=100.0, help="host requests per second")
     parser.add_argument("--host-seconds", type=float, default=None, help="idle-latency window")
     parser.add_argument("--overload-seconds", type=float, default=None, help="overload window (full: 600)")
-    parser.add_argument("--out", help="JSON output path (default benchmarks/results/throughput.json)")
+    parser.add_argument(
+        "--out", help="JSON output (default results/throughput.json, --quick: results/throughput-quick.json)"
+    )
     args = parser.parse_args(argv)
     q = args.quick
     concurrencies = [int(x) for x in (args.concurrency or ("1,8" if q else "1,4,16,64")).split(",")]
@@ -262,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             "versions": versions,
             "faithtrace_api_errors": ft.errors,
         },
-        args.out,
+        args.out or _common.default_out("throughput", args.quick),
     )
     print(f"\nwrote {path}")
     return 0

@@ -149,7 +149,8 @@ def _ask(url: str, questions: list[Question], console: Console) -> list[Asked]:
 def _wait_for_evaluations(
     exporter: InMemorySpanExporter, asked: list[Asked], timeout: float, console: Console, started: float
 ) -> dict[int, EvaluationView]:
-    """Print each evaluation as soon as its span is exported; stop when all are in or at the deadline."""
+    """Print each evaluation as soon as its span is exported; stop when all are in, or when none has come for
+    ``timeout`` seconds (a judge shared with other work can be much slower than usual, but not stuck)."""
     found: dict[int, EvaluationView] = {}
     deadline = time.monotonic() + timeout
     with console.status("") as status:
@@ -159,6 +160,7 @@ def _wait_for_evaluations(
                 view = evaluation_for_trace(views, a.trace_id) if a.trace_id else None
                 if i not in found and view is not None:
                     found[i] = view
+                    deadline = time.monotonic() + timeout
                     print_evaluation(console, i + 1, len(asked), a.question.what, view)
             elapsed = time.monotonic() - started
             status.update(
@@ -176,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--questions", type=int, default=len(QUESTIONS), help="how many questions to ask (1-4)"
     )
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all evaluations")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="give up when no evaluation has arrived for this long (s)",
+    )
     parser.add_argument("--json", type=Path, help="also write the read-back results to this JSON file")
     args = parser.parse_args(argv)
     questions = list(QUESTIONS[: max(1, min(args.questions, len(QUESTIONS)))])
@@ -240,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         args.json.write_text(json.dumps(rows, indent=2))
     missing = len(asked) - len(found)
+    if missing:
+        console.print(
+            f"[yellow]{missing} answer(s) not scored within {args.timeout:.0f} s of the previous one.[/] "
+            "The judge may be busy with other work (the local judge serves one request at a time): try "
+            "again, with --questions 2, a longer --timeout, or another judge (FAITHTRACE_JUDGE_MODEL)."
+        )
     errors = sum(1 for v in found.values() if v.outcome == "error")
     return 1 if missing or errors or not asked else 0
 

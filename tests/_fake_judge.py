@@ -129,7 +129,7 @@ class FakeJudge:
             "id": f"chatcmpl-fake-{n}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": "fake-judge",
+            "model": body.get("model", "fake-judge"),  # litellm prices the reply by this name
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": prompt_chars // 4,

@@ -131,6 +131,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="session")
 def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
     """Start Phoenix on free loopback ports with its data in a temp dir; stop it at the end of the session."""
+    configured = os.environ.get("FAITHTRACE_PHOENIX_BIN")
+    if configured and not os.access(configured, os.X_OK):
+        pytest.fail(f"FAITHTRACE_PHOENIX_BIN={configured} is not an executable file")
     binary = find_phoenix()
     if binary is None:
         message = (

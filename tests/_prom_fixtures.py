@@ -1,7 +1,7 @@
 """Helpers for the collector/ tests: PromQL name extraction, a scripted judge, real Prometheus/Alertmanager.
 
-Everything listens on 127.0.0.1. The servers and processes are context managers (the test modules wrap them in
-fixtures): leaving the block stops every one of them, also when the test failed.
+Everything listens on 127.0.0.1. Servers are context managers (the test modules wrap them in fixtures), so
+leaving the block stops them, also when the test failed.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,8 +60,6 @@ def names_constant_for(sample_name: str) -> str | None:
 
 # Labels every scraped series can have besides the instrument's attributes.
 SCRAPE_LABELS = frozenset({"job", "instance"})
-HISTOGRAM_LABELS = frozenset({"le"})
-PROMETHEUS_BUILTIN_SERIES = frozenset({"ALERTS", "ALERTS_FOR_STATE", "up"})
 
 _AGGREGATIONS = frozenset(
     {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk"}
@@ -324,54 +320,7 @@ def serve_scripted_judge() -> Iterator[ScriptedJudge]:
         thread.join(timeout=5)
 
 
-# --- a webhook receiver, like the one a user points Alertmanager at ----------------------------------------
-@dataclass
-class Webhook:
-    url: str = ""
-    payloads: list[dict[str, Any]] = field(default_factory=list)
-    received_at: list[float] = field(default_factory=list)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-
-    def first(self, predicate: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], float] | None:
-        with self.cond:
-            for payload, at in zip(self.payloads, self.received_at, strict=True):
-                if predicate(payload):
-                    return payload, at
-        return None
-
-
-@contextmanager
-def serve_webhook() -> Iterator[Webhook]:
-    hook = Webhook()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
-            with hook.cond:
-                hook.payloads.append(body)
-                hook.received_at.append(time.monotonic())
-                hook.cond.notify_all()
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    hook.url = f"http://127.0.0.1:{server.server_address[1]}/faithtrace-alerts"
-    thread = threading.Thread(target=server.serve_forever, name="alert-webhook", daemon=True)
-    thread.start()
-    try:
-        yield hook
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-# --- real Prometheus / Alertmanager processes -------------------------------------------------------------
+# --- Debian's Prometheus / Alertmanager, ports ----------------------------------------------------------
 def backend_binary(name: str) -> str:
     """Path of a Debian-packaged binary; skip if absent (fail when FAITHTRACE_REQUIRE_BACKENDS=1)."""
     path = shutil.which(name)
@@ -387,73 +336,3 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def http_get(url: str, timeout: float = 2.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return bytes(response.read())
-
-
-@dataclass
-class Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-@dataclass
-class BackendProcesses:
-    workdir: Path
-    procs: list[Proc] = field(default_factory=list)
-
-    def start(self, name: str, argv: list[str], ready_url: str, timeout: float = 20.0) -> Proc:
-        log = self.workdir / f"{name}.log"
-        with log.open("wb") as out:
-            popen = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
-        proc = Proc(name, popen, log)
-        self.procs.append(proc)
-        deadline = time.monotonic() + timeout
-        while True:
-            if popen.poll() is not None:
-                raise AssertionError(f"{name} exited with {popen.returncode}:\n{proc.tail()}")
-            try:
-                http_get(ready_url, timeout=1.0)
-                return proc
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"{name} not ready at {ready_url} in {timeout}s:\n{proc.tail()}"
-                    ) from None
-                time.sleep(0.05)
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in self.procs)
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.popen.poll() is None:
-                proc.popen.terminate()
-        for proc in reversed(self.procs):
-            try:
-                proc.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.popen.kill()
-                proc.popen.wait(timeout=5)
-
-
-@contextmanager
-def backend_processes(workdir: Path) -> Iterator[BackendProcesses]:
-    """Processes started through the group are all stopped when the block exits, however it exits."""
-    group = BackendProcesses(workdir)
-    try:
-        yield group
-    finally:
-        group.stop_all()

@@ -123,9 +123,18 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
     assert ft["invalid_rate"] == 0.0
     assert ft["llm_calls_per_eval"] >= 2
     assert ft["input_tokens_per_eval"] > 0
-    per_row = [json.loads(x) for x in (tmp_path / "accuracy_rows.jsonl").read_text().splitlines()]
+    rows_file = tmp_path / "accuracy_rows.jsonl"
+    per_row = [json.loads(x) for x in rows_file.read_text().splitlines()]
     assert [r["id"] for r in per_row] == ["a", "b"]
     assert all(r["outcome"] == "scored" for r in per_row)
+    assert data["complete"] is True
+
+    # --resume keeps finished rows: nothing is scored again, the figures are the same.
+    before = rows_file.read_text()
+    _run("accuracy.py", "--data", str(data_file), "--limit", "1", "--systems", "faithtrace", "--resume",
+         "--judge-model", "openai/bench-fake", "--api-base", fake_judge_url, "--out", str(out))  # fmt: skip
+    assert rows_file.read_text() == before
+    assert json.loads(out.read_text())["systems"]["faithtrace"] == ft
 
 
 def test_metrics_match_hand_computed_values() -> None:

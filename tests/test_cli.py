@@ -220,3 +220,8 @@ def test_score_json(judged: FakeJudge, capsys: pytest.CaptureFixture[str]) -> No
     assert result["claims"] == [
         {"text": "Paris is the capital of France.", "verdict": "yes", "reason": "reason 1"}
     ]
+
+
+def test_judge_status(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["judge", "status"]) == 0
+    assert "local judge" in capsys.readouterr().out  # a table, or "no local judge is registered"

@@ -142,7 +142,7 @@ class Boom(Exception):
 async def test_exceptions_pass_through_untouched_and_are_not_scored(
     ft: FaithtraceCapture, fake_judge: Any
 ) -> None:
-    error = Boom("retrieval failed")
+    error = Boom("retrieval failed: password=hunter2")
 
     @trace_faithfulness
     def failing(question: str, contexts: list[str]) -> str:
@@ -177,6 +177,9 @@ async def test_exceptions_pass_through_untouched_and_are_not_scored(
     for span in spans:
         assert span.status.status_code is StatusCode.ERROR
         assert [e.name for e in span.events] == ["exception"]
+        assert span.events[0].attributes["exception.type"].endswith("Boom")
+        assert span.events[0].attributes["exception.message"] == "retrieval failed: password=[REDACTED]"
+        assert span.status.description == "Boom: retrieval failed: password=[REDACTED]"
     assert fake_judge.requests == []
 
 

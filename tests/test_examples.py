@@ -12,19 +12,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import faithtrace
 from _fake_judge import MODEL, REASON_TEXT, FakeJudge
 from faithtrace._telemetry import names as n
+from faithtrace.judge.local import LocalEndpoint
+from faithtrace.testing import FaithtraceCapture
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -43,16 +43,10 @@ SHIPPING = "Where do orders ship from?"
 
 
 @pytest.fixture
-def traced(fake_judge: FakeJudge) -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    faithtrace.configure(tracer_provider=provider, judge=fake_judge.settings())
-    try:
-        yield exporter, provider
-    finally:
-        faithtrace.shutdown(timeout=10)
-        provider.shutdown()
+def traced(faithtrace_exporter: FaithtraceCapture, fake_judge: FakeJudge) -> FaithtraceCapture:
+    """faithtrace's own test fixture (in-memory exporters, internal errors raise), judged by the fake."""
+    faithtrace_exporter.configure(judge=fake_judge.settings())
+    return faithtrace_exporter
 
 
 def _spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -66,9 +60,9 @@ def _by_trace(views: list[EvaluationView], trace_id: str) -> EvaluationView:
 
 
 def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
-    traced: tuple[InMemorySpanExporter, TracerProvider], fake_judge: FakeJudge
+    traced: FaithtraceCapture, fake_judge: FakeJudge
 ) -> None:
-    exporter, provider = traced
+    exporter, provider = traced.span_exporter, traced.tracer_provider
     asks = [(RETURNS, "none"), (WARRANTY, "contradict"), (SHIPPING, "embellish")]
     with TestClient(create_app(configure_faithtrace=False, tracer_provider=provider)) as client:
         replies = [client.post("/ask", json={"question": q, "hallucinate": h}) for q, h in asks]
@@ -128,9 +122,9 @@ def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
 
 
 def test_service_rejects_bad_requests_without_scoring(
-    traced: tuple[InMemorySpanExporter, TracerProvider], fake_judge: FakeJudge
+    traced: FaithtraceCapture, fake_judge: FakeJudge
 ) -> None:
-    exporter, provider = traced
+    exporter, provider = traced.span_exporter, traced.tracer_provider
     with TestClient(create_app(configure_faithtrace=False, tracer_provider=provider)) as client:
         assert client.post("/ask", json={"question": ""}).status_code == 422
         assert client.post("/ask", json={"question": RETURNS, "hallucinate": "lie"}).status_code == 422
@@ -141,7 +135,7 @@ def test_service_rejects_bad_requests_without_scoring(
     assert fake_judge.requests == []
 
 
-def test_decorated_function_keeps_its_nature_and_result(traced: tuple[InMemorySpanExporter, Any]) -> None:
+def test_decorated_function_keeps_its_nature_and_result(traced: FaithtraceCapture) -> None:
     import asyncio
     import inspect
 
@@ -152,6 +146,9 @@ def test_decorated_function_keeps_its_nature_and_result(traced: tuple[InMemorySp
     result = asyncio.run(answer_question(WARRANTY, hallucinate="contradict"))
     assert result == knowledge.answer(WARRANTY, "contradict")
     assert faithtrace.flush(timeout=30)
+    (evaluation,) = traced.evaluation_spans()  # called outside any request: its own trace, still scored
+    assert evaluation.attributes is not None
+    assert evaluation.attributes[n.GEN_AI_EVALUATION_SCORE_LABEL] == n.LABEL_FAIL
 
 
 # --- make demo ----------------------------------------------------------------------------------------------
@@ -163,18 +160,31 @@ def _demo_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    # If pytest itself is killed (not just timed out), the demo must not live on, holding the judge.
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _run_demo(
     tmp_path: Path, env: dict[str, str], questions: int, timeout: float = 120
 ) -> tuple[str, list[dict[str, Any]]]:
+    """Run examples/demo.py. ``timeout`` is its --timeout (the longest wait for one score); the run as a
+    whole gets one such wait per question, plus one."""
     out = tmp_path / "demo.json"
+    args = ["--questions", str(questions), "--json", str(out), "--timeout", str(timeout)]
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / "demo.py"), "--questions", str(questions), "--json", str(out)],
+        [sys.executable, str(EXAMPLES / "demo.py"), *args],
         env=env,
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout * (questions + 1),
         check=False,
+        preexec_fn=_die_with_parent,
     )
     assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout, json.loads(out.read_text())
@@ -202,10 +212,10 @@ def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudg
 
 
 @pytest.mark.judge
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1600)
 def test_make_demo_scores_answers_with_the_local_judge(local_judge: LocalEndpoint, tmp_path: Path) -> None:
     """`make demo` on two questions, with no judge configured: the embedded local judge does the scoring."""
-    stdout, rows = _run_demo(tmp_path, _demo_env(), questions=2, timeout=1100)
+    stdout, rows = _run_demo(tmp_path, _demo_env(), questions=2, timeout=500)
     assert [r["hallucinate"] for r in rows] == ["none", "contradict"]
     for row in rows:
         evaluation = row["evaluation"]

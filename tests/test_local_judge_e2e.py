@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -126,6 +127,7 @@ def test_start_status_and_stop_of_a_private_server(
     assert status["n_ctx"] == 8192
     pid = status["pid"]
     assert stop_local_judge() is True
+    assert f"faithtrace-judge[{pid}] stopped" in Path(status["log"]).read_text()  # a clean shutdown
     assert not _server.pid_alive(pid) or _server._is_zombie(pid)
     assert local_judge_status() is None
     assert stop_local_judge() is False
@@ -153,6 +155,61 @@ def test_detached_server_stops_by_itself_when_idle(tmp_path: Path) -> None:
         assert not state.exists()
         log = proc.stdout.read().decode() if proc.stdout else ""
         assert "idle for" in log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def test_processes_starting_at_once_share_one_server(private_cache: Path) -> None:
+    # Like gunicorn workers booting together: each asks for the judge, one server must start.
+    code = "from faithtrace.judge.local import ensure_local_judge as e; print(e().api_base)"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outputs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+            outputs.append(out.strip())
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert len(set(outputs)) == 1
+    status = local_judge_status()
+    assert status is not None
+    assert outputs[0] == status["api_base"]
+    assert _our_server_pids(_server.paths().state) == [status["pid"]]
+
+
+def test_foreground_server_is_reused_and_stops_on_ctrl_c(private_cache: Path) -> None:
+    code = "from faithtrace.judge.local import serve_foreground; serve_foreground()"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    state = _server.paths().state
+    try:
+        deadline = time.monotonic() + 120
+        while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state.exists(), "the foreground server never registered itself"
+        # Other processes use it rather than starting their own.
+        endpoint = ensure_local_judge()
+        status = local_judge_status()
+        assert status is not None
+        assert status["pid"] == proc.pid
+        assert endpoint.api_base == status["api_base"]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        assert not state.exists()
+        output = proc.stdout.read().decode() if proc.stdout else ""
+        assert "listening on http://127.0.0.1:" in output
     finally:
         if proc.poll() is None:
             proc.kill()

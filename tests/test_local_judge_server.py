@@ -198,3 +198,45 @@ def test_state_record_round_trips(cache: Path) -> None:
     assert record["port"] == 4567
     p.state.write_text(json.dumps({**_state(1, 2), "version": 999}))
     assert _server.read_state(p) is None
+
+
+def test_old_files_of_other_namespaces_are_pruned(cache: Path) -> None:
+    p = _server.paths()
+    p.directory.mkdir(parents=True)
+    old = [p.directory / "server-111.lock", p.directory / "server-111.log"]
+    registered = [p.directory / "server-222.json", p.directory / "server-222.log"]
+    fresh = p.directory / "server-333.log"
+    for f in [*old, *registered, fresh]:
+        f.write_text("x")
+    for f in [*old, *registered]:
+        os.utime(f, (1.0, 1.0))
+    _server._prune_other_namespaces(p)
+    assert [f.exists() for f in old] == [False, False]
+    assert all(f.exists() for f in registered)
+    assert fresh.exists()
+
+
+def test_loopback_bypasses_a_configured_proxy(monkeypatch: pytest.MonkeyPatch, foreign_server: int) -> None:
+    import httpx
+
+    for var in ("ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    # Set (not deleted) so that monkeypatch restores them after the function under test changed them.
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{_server.free_port()}")  # a proxy that is down
+    url = f"http://127.0.0.1:{foreign_server}/"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=5)
+    local.bypass_proxy_for_loopback()
+    assert httpx.get(url, timeout=5).status_code == 200
+    assert "127.0.0.1" in os.environ["no_proxy"].split(",")
+
+
+def test_no_proxy_is_left_alone_without_a_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in local._PROXY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    monkeypatch.setenv("no_proxy", "example.com")
+    local.bypass_proxy_for_loopback()
+    assert os.environ["NO_PROXY"] == "example.com"

@@ -298,10 +298,11 @@ async def test_claims_are_batched_and_share_the_documents_prefix(fake_judge: Fak
     assert result.counts.yes == 5
     assert result.score == 1.0
     assert next(s for s in result.steps if s.step == "verdicts").llm_calls == 3
-    # Documents first, identical across the claims call and every verdict call (llama.cpp KV-cache reuse).
-    prefix = user_prompt(fake_judge.requests_for("claims")[0]).split("</documents>")[0]
+    # Documents first, identical across every verdict call (llama.cpp KV-cache reuse), claims after them.
+    prefix = user_prompt(requests[0]).split("</documents>")[0]
     assert DOC in prefix
     assert all(user_prompt(r).startswith(prefix) for r in requests)
+    assert DOC not in user_prompt(fake_judge.requests_for("claims")[0])  # claims come from the answer only
 
 
 async def test_max_claims_cuts_and_says_so(fake_judge: FakeJudge) -> None:

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
-from faithtrace import CaptureOptions, trace_faithfulness
+from faithtrace import CaptureOptions, SamplingOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
 
@@ -150,7 +150,13 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
     assert (score.count, score.sum) == (2, pytest.approx(1 / 3))
     assert list(score.explicit_bounds) == list(n.SCORE_BUCKETS)
     assert dict(score.attributes) == {n.FUNCTION: "bot"}
-    assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "scored"}).value == 1
+    scored = point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "scored"})
+    assert dict(scored.attributes) == {
+        n.FUNCTION: "bot",
+        n.OUTCOME: "scored",
+        n.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
+    }
+    assert scored.value == 1
     assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "no_context"}).value == 1
     assert point(ft, n.METRIC_CALLS, **{n.FUNCTION: "bot"}).value == 2
     verdicts = {p.attributes[n.VERDICT]: p.value for p in ft.points(n.METRIC_VERDICTS)}
@@ -170,11 +176,42 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
     durations = ft.points(n.METRIC_OPERATION_DURATION)
     assert sum(p.count for p in durations) == 4  # claims ×2, verdicts, reason
     assert point(ft, n.METRIC_QUEUE_DEPTH).value == 0
-    assert point(ft, n.METRIC_INTERNAL_ERRORS).value == 0
+    # Process-wide (other tests may have provoked some); exact counting is tested in test_worker.py.
+    assert isinstance(point(ft, n.METRIC_INTERNAL_ERRORS).value, int)
     # Never text in metric attributes.
     for metric in data.values():
         for p in metric.data_points:
             assert all(QUESTION not in str(v) and "Paris" not in str(v) for v in p.attributes.values())
+
+
+def test_priced_judge_reports_cost_and_respects_the_usd_budget(
+    ft: FaithtraceCapture, fake_judge: Any
+) -> None:
+    # A model litellm knows the price of (and that supports JSON schema output), served by the fake judge.
+    ft.configure(
+        judge=fake_judge.settings(model="openai/gpt-4o-mini"),
+        sampling=SamplingOptions(max_cost_usd_per_hour=1e-9),
+    )
+
+    @trace_faithfulness(name="priced")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    answer(QUESTION, [CONTEXT])  # the first evaluation spent the hour's budget
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    cost = evaluation.attributes[n.EVAL_COST_USD]
+    assert isinstance(cost, float)
+    assert cost > 0
+    steps = [e.attributes for e in evaluation.events if e.name == n.STEP_EVENT]
+    assert sum(s[n.STEP_COST_USD] for s in steps) == pytest.approx(cost)
+    (spent,) = ft.points(n.METRIC_JUDGE_COST)
+    assert spent.value == pytest.approx(cost)
+    assert dict(spent.attributes) == {n.FUNCTION: "priced", n.GEN_AI_REQUEST_MODEL: "openai/gpt-4o-mini"}
+    assert {b["response_format"]["type"] for b in fake_judge.requests} == {"json_schema"}
+    assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "priced", n.SAMPLING_REASON: "budget"}).value == 1
 
 
 # --- exporters faithtrace sets up itself (in a child process: global providers are set only once) ---
@@ -274,3 +311,33 @@ def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any)
     assert out.strip() == "ok"
     paths = {path for path, size in received if size > 0}
     assert paths == {"/v1/traces", "/v1/metrics"}
+
+
+def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge: Any) -> None:
+    s = fake_judge.settings()
+    script = """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import faithtrace
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)  # the app's own set-up; faithtrace.configure() is never called
+        @faithtrace.trace_faithfulness
+        def answer(question, contexts):
+            return "Paris is the capital of France."
+        answer("q", ["Paris is the capital of France."])
+        assert faithtrace.flush(60)
+        spans = {x.name: x for x in exporter.get_finished_spans()}
+        print(sorted(spans), spans["evaluate faithfulness"].attributes["gen_ai.evaluation.score.value"])
+        """
+    env = {
+        "FAITHTRACE_JUDGE_MODEL": str(s.model),
+        "FAITHTRACE_JUDGE_API_BASE": str(s.api_base),
+        "FAITHTRACE_JUDGE_API_KEY": "x",
+        "FAITHTRACE_JUDGE_MAX_RETRIES": "0",
+    }
+    out = _run(script, env)
+    assert out.strip() == "['answer', 'chat openai/fake-judge', 'evaluate faithfulness'] 1.0"

@@ -115,6 +115,7 @@ def test_full_queue_drops_and_counts_without_blocking(ft: FaithtraceCapture, fak
     dropped = [s for s in ft.spans(answer.__qualname__) if s.attributes[n.SAMPLED] is False]
     assert len(dropped) == 3
     assert all(s.attributes[n.SAMPLING_REASON] == "queue_full" for s in dropped)
+    assert point(ft, n.METRIC_QUEUE_DEPTH).value == 2  # one running, one waiting
     fake_judge.release.set()
     assert ft.flush()
     assert len(ft.evaluation_spans()) == 2
@@ -200,3 +201,64 @@ async def test_runs_off_the_host_event_loop(ft: FaithtraceCapture, fake_judge: A
     assert ft.flush()
     assert not host_loop.is_closed()
     assert len(ft.evaluation_spans()) == 1
+
+
+def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    s = fake_judge.settings()
+    script = f"""
+        import atexit
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter = InMemorySpanExporter()
+        # Registered before faithtrace is imported, so it runs after faithtrace's own exit handler.
+        atexit.register(lambda: print("evaluations:", [x.name for x in exporter.get_finished_spans()].count(
+            "evaluate faithfulness")))
+        import faithtrace
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        faithtrace.configure(tracer_provider=provider, judge=faithtrace.JudgeSettings(
+            model={s.model!r}, api_base={s.api_base!r}, api_key="x", max_retries=0))
+        @faithtrace.trace_faithfulness
+        def answer(question, contexts):
+            return "Paris is the capital of France."
+        answer("q", ["Paris is the capital of France."])
+        answer("q", ["Paris is the capital of France."])
+        """  # no flush(): exiting must finish the queued work (FAITHTRACE_SHUTDOWN_TIMEOUT bounds the wait)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAITHTRACE_")}
+    env["FAITHTRACE_SHUTDOWN_TIMEOUT"] = "60"
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "evaluations: 2", proc.stderr[-3000:]
+
+
+def test_internal_errors_are_swallowed_counted_and_warned_outside_tests(
+    ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from faithtrace import _internal
+    from faithtrace._telemetry import spans
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a faithtrace bug")
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    monkeypatch.setattr(spans, "rag_attributes", broken)
+    with pytest.raises(RuntimeError, match="a faithtrace bug"):  # under pytest our bugs surface
+        answer(QUESTION, [CONTEXT])
+    monkeypatch.setattr(_internal, "raise_internal_errors", False)  # as in production
+    monkeypatch.setattr(_internal, "_last_warned", {})  # the warning is once a minute, process-wide
+    before = point(ft, n.METRIC_INTERNAL_ERRORS).value
+    assert [answer(QUESTION, [CONTEXT]) for _ in range(3)] == [FAITHFUL] * 3
+    assert point(ft, n.METRIC_INTERNAL_ERRORS).value == before + 3
+    warnings = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(warnings) == 1  # rate-limited
+    assert "your code is unaffected" in warnings[0]

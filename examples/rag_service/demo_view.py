@@ -99,7 +99,10 @@ def print_evaluation(console: Console, number: int, total: int, what: str, view:
         why.append(view.explanation, style="italic")
         body.append(why)
     if view.outcome == "error":
-        body.append(Text(f"error   {view.error_type}: {view.error_message or ''}", style="red"))
+        message = view.error_message or view.error_type or "unknown error"
+        if view.error_type and not message.startswith(view.error_type):
+            message = f"{view.error_type}: {message}"
+        body.append(Text(f"error   {message}", style="red"))
     body.append(_usage_line(view))
     title = Text(f"{number}/{total}  ", style="bold")
     title.append(view.question or "?", style="bold")
@@ -131,8 +134,8 @@ def print_summary(console: Console, rows: list[tuple[str, str, EvaluationView | 
             f"{view.seconds:.1f}",
         )
     console.print(table)
-    made_up = sum(1 for _, h, _ in rows if h != "none")
-    faithful = len(rows) - made_up
+    made_up = sum(1 for _, h, v in rows if h != "none" and v is not None)
+    faithful = sum(1 for _, h, v in rows if h == "none" and v is not None)
     console.print(
         f"faithtrace flagged [bold]{caught}/{made_up}[/] made-up answers"
         f" and [bold]{flagged_wrongly}/{faithful}[/] faithful ones."

@@ -128,16 +128,17 @@ def _replace_secret(match: re.Match[str]) -> str:
 # Every pattern above contains one of these (lower-cased): most texts hold none, and a few substring searches
 # cost far less than running the full pattern over the text on the request path.
 _SECRET_HINTS: Final = (
-    "sk-", "akia", "gh", "xox", "aiza", "bearer", "eyj", "private key",
-    "pass", "pwd", "secret", "key", "token",
+    "sk-", "akia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox", "aiza", "bearer", "eyj", "private key",
+    "passw", "pwd", "secret", "apikey", "api_key", "api-key", "token",
 )  # fmt: skip
 
 
 def scrub_secrets(text: str) -> str:
     lowered = text.lower()
-    if not any(hint in lowered for hint in _SECRET_HINTS):
-        return text
-    return _SECRET_RE.sub(_replace_secret, text)
+    for hint in _SECRET_HINTS:
+        if hint in lowered:
+            return _SECRET_RE.sub(_replace_secret, text)
+    return text
 
 
 def export_text(

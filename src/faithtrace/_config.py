@@ -77,9 +77,10 @@ class WorkerOptions(BaseModel):
     Args:
         queue_size: evaluations waiting at most; a call that finds the queue full is not scored (counted as
             ``dropped``). Defaults to ``FAITHTRACE_QUEUE_SIZE`` or 1000.
-        concurrency: evaluations running at once. Defaults to ``FAITHTRACE_CONCURRENCY`` or 4.
+        concurrency: evaluations running at once. Defaults to ``FAITHTRACE_CONCURRENCY`` or 4 (1 with
+            the embedded local judge).
         evaluation_timeout_s: one evaluation (all its judge calls) is abandoned after this long.
-            Defaults to ``FAITHTRACE_EVALUATION_TIMEOUT`` or 120.
+            Defaults to ``FAITHTRACE_EVALUATION_TIMEOUT`` or 120 (900 with the embedded local judge).
         shutdown_timeout_s: how long interpreter exit waits for queued evaluations.
             Defaults to ``FAITHTRACE_SHUTDOWN_TIMEOUT`` or 5.
     """
@@ -160,11 +161,14 @@ def _capture_env(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _worker_env(env: Mapping[str, str]) -> dict[str, Any]:
+def _worker_env(env: Mapping[str, str], local_judge: bool) -> dict[str, Any]:
+    # The embedded judge answers one request at a time at CPU speed (~40 s per evaluation on 2 cores), so
+    # its defaults run one evaluation at a time and give each far longer than a hosted API needs.
+    concurrency, timeout = (1, 900.0) if local_judge else (4, 120.0)
     return {
         "queue_size": _env.read("FAITHTRACE_QUEUE_SIZE", int, 1000, env, lambda v: 1 <= v <= 1_000_000),
-        "concurrency": _env.read("FAITHTRACE_CONCURRENCY", int, 4, env, lambda v: 1 <= v <= 256),
-        "evaluation_timeout_s": _env.read("FAITHTRACE_EVALUATION_TIMEOUT", float, 120.0, env, _positive),
+        "concurrency": _env.read("FAITHTRACE_CONCURRENCY", int, concurrency, env, lambda v: 1 <= v <= 256),
+        "evaluation_timeout_s": _env.read("FAITHTRACE_EVALUATION_TIMEOUT", float, timeout, env, _positive),
         "shutdown_timeout_s": _env.read("FAITHTRACE_SHUTDOWN_TIMEOUT", float, 5.0, env, lambda v: v >= 0),
     }
 
@@ -222,15 +226,16 @@ def build_settings(
             raise ConfigError(f"{arg} must be a non-empty string, got {value!r}")
     endpoint = otlp_endpoint or _env.read_str("OTEL_EXPORTER_OTLP_ENDPOINT", env)
     endpoint = endpoint or _env.read_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env)
+    judge_settings = _judge(judge, env)
     return Settings(
         enabled=enabled
         if enabled is not None
         else _env.read("FAITHTRACE_ENABLED", _env.parse_bool, True, env),
-        judge=_judge(judge, env),
+        judge=judge_settings,
         scoring=_scoring(scoring, env),
         sampling=_merge(SamplingOptions, _sampling_env(env), sampling, "sampling"),
         capture=_merge(CaptureOptions, _capture_env(env), capture, "capture"),
-        worker=_merge(WorkerOptions, _worker_env(env), worker, "worker"),
+        worker=_merge(WorkerOptions, _worker_env(env, judge_settings.is_local), worker, "worker"),
         service_name=service_name or _env.read_str("OTEL_SERVICE_NAME", env),
         otlp_endpoint=endpoint,
         prometheus_port=_prometheus(prometheus, env),

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import wrapt
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 
 from faithtrace import _internal, _runtime, _streams
-from faithtrace._capture import Call, CaptureError, CaptureSpec, Spec
+from faithtrace._capture import Call, CaptureError, CaptureSpec, Spec, scrub_secrets
 from faithtrace._errors import ConfigError
 from faithtrace._sampling import PARENT
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import spans
-from faithtrace._telemetry.metrics import FunctionStats, count_dropped, register
+from faithtrace._telemetry.metrics import FunctionStats, count_outcome, register
 from faithtrace._worker import Job
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,12 +79,11 @@ class Traced:
         assert captured.answer is not None
         assert captured.contexts is not None
         scoring = rt.settings.scoring
-        contexts, _ = _capture_bounded(captured.contexts, scoring.max_context_chars + 1)
         job = Job(
-            span_context=span.get_span_context(),
+            span_context=ctx,
             stats=self.stats,
             query=captured.query[: scoring.max_answer_chars] if captured.query else None,
-            contexts=contexts,
+            contexts=_capture_bounded(captured.contexts, scoring.max_context_chars + 1),
             answer=captured.answer[: scoring.max_answer_chars + 1],
             enqueued_ns=time.time_ns(),
             enqueued_at=time.monotonic(),
@@ -92,14 +91,14 @@ class Traced:
         if rt.submit(job):
             attrs[n.SAMPLED] = True
         else:
-            count_dropped(self.stats)
+            count_outcome(self.stats, n.OUTCOME_DROPPED)
             attrs[n.SAMPLED] = False
             attrs[n.SAMPLING_REASON] = "queue_full"
         if recording:
             span.set_attributes(attrs)
 
     def _not_scored(self, span: Span, problem: str) -> None:
-        self.stats.outcomes[n.OUTCOME_CAPTURE_ERROR] += 1
+        count_outcome(self.stats, n.OUTCOME_CAPTURE_ERROR)
         span.set_attributes({n.CAPTURE_ERROR: problem[:300], n.SAMPLED: False, n.FUNCTION: self.name})
         _internal.warn_rate_limited(
             "capture:" + self.name,
@@ -109,16 +108,27 @@ class Traced:
         )
 
 
-def _capture_bounded(contexts: list[str], max_chars: int) -> tuple[tuple[str, ...], bool]:
+def record_failure(span: Span, exc: BaseException) -> None:
+    """The host's exception on its span, like OTel's own recording but with secrets scrubbed from the message
+    (exception messages often quote connection strings and keys)."""
+    try:
+        message = scrub_secrets(str(exc))[:2000]
+        span.record_exception(exc, attributes={"exception.message": message})
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
+    except Exception as error:
+        _internal.internal_error("recording an exception", error)
+
+
+def _capture_bounded(contexts: list[str], max_chars: int) -> tuple[str, ...]:
     """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
     out: list[str] = []
     budget = max_chars
     for text in contexts:
         if budget <= 0:
-            return tuple(out), True
+            break
         out.append(text[:budget])
         budget -= len(text)
-    return tuple(out), budget < 0
+    return tuple(out)
 
 
 def _is_async(fn: Any) -> bool:
@@ -185,8 +195,14 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                     stats.sampled_out[reason] += 1
                     stats.calls += 1
                 return result
-            with rt.tracer.start_as_current_span(name) as span:
-                result = await wrapped(*args, **kwargs)
+            with rt.tracer.start_as_current_span(
+                name, record_exception=False, set_status_on_exception=False
+            ) as span:
+                try:
+                    result = await wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    record_failure(span, exc)
+                    raise
                 traced.finish(rt, span, traced.call(instance, args, kwargs, result))
             stats.calls += 1
             return result
@@ -205,8 +221,14 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 stats.sampled_out[reason] += 1
                 stats.calls += 1
             return result
-        with rt.tracer.start_as_current_span(name) as span:
-            result = wrapped(*args, **kwargs)
+        with rt.tracer.start_as_current_span(
+            name, record_exception=False, set_status_on_exception=False
+        ) as span:
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                record_failure(span, exc)
+                raise
             traced.finish(rt, span, traced.call(instance, args, kwargs, result))
         stats.calls += 1
         return result

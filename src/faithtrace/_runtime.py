@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -33,6 +35,15 @@ if TYPE_CHECKING:
 _ENDPOINT_RETRY_S = 60.0  # after the judge endpoint failed to come up, fail evaluations fast for this long
 
 
+async def _off_loop(func: Callable[[], object]) -> None:
+    try:
+        await asyncio.to_thread(func)
+    except RuntimeError:
+        # At interpreter exit the default executor refuses new work; the flush at exit must still score
+        # what is queued, so block this (faithtrace's own) loop instead.
+        func()
+
+
 class Runtime:
     def __init__(self, settings: Settings, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self.settings = settings
@@ -49,6 +60,7 @@ class Runtime:
         self._judge: Judge | None = None
         self._endpoint_lock: asyncio.Lock | None = None
         self._endpoint_failed: tuple[float, ErrorInfo] | None = None
+        self._judge_ready = False
 
     # --- request path --------------------------------------------------------------------------------------
     def submit(self, job: Job) -> bool:
@@ -58,6 +70,7 @@ class Runtime:
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
+                _register_at_exit()
                 w = self.settings.worker
                 self._worker = Worker(self.evaluate, queue_size=w.queue_size, concurrency=w.concurrency)
             return self._worker
@@ -87,19 +100,27 @@ class Runtime:
 
     async def _ensure_endpoint(self, judge: Judge) -> ErrorInfo | None:
         """Resolve the judge endpoint once, outside the evaluation timeout (the local judge starts slowly)."""
+        if self._judge_ready:
+            return None
         if self._endpoint_lock is None:
             self._endpoint_lock = asyncio.Lock()
         async with self._endpoint_lock:
+            if self._judge_ready:
+                return None
             failed = self._endpoint_failed
             if failed is not None and time.monotonic() - failed[0] < _ENDPOINT_RETRY_S:
                 return failed[1]
             try:
-                await asyncio.to_thread(judge.endpoint)
+                await _off_loop(judge.endpoint)
+                # litellm takes seconds to import; done here, it does not freeze the loop (and with it the
+                # timeouts and cancellation of every evaluation in flight).
+                await _off_loop(lambda: importlib.import_module("litellm"))
             except FaithtraceError as exc:
                 info = ErrorInfo(type="judge_unavailable", message=f"{type(exc).__name__}: {exc}")
                 self._endpoint_failed = (time.monotonic(), info)
                 return info
             self._endpoint_failed = None
+            self._judge_ready = True
             return None
 
     async def _score(self, job: Job) -> FaithfulnessResult:
@@ -107,11 +128,11 @@ class Runtime:
 
         started = time.monotonic()
         judge = self.judge()
-        failed = await self._ensure_endpoint(judge)
-        if failed is not None:
-            return self._error_result(failed.type, failed.message, started)
         timeout = self.settings.worker.evaluation_timeout_s
         try:
+            failed = await self._ensure_endpoint(judge)
+            if failed is not None:
+                return self._error_result(failed.type, failed.message, started)
             return await asyncio.wait_for(
                 run_pipeline(job.query, job.contexts, job.answer, judge=judge, options=self.settings.scoring),
                 timeout=timeout,
@@ -198,6 +219,8 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
     global RUNTIME
     tp = setup.tracer_provider_for(settings, tracer_provider)
     mp = setup.meter_provider_for(settings, meter_provider)
+    if setup.owns_providers():
+        _register_at_exit()
     new = Runtime(settings, tp, mp)
     with _swap_lock:
         old, RUNTIME = RUNTIME, new
@@ -229,7 +252,7 @@ def _queue_depth() -> int:
 
 def _at_exit() -> None:
     rt = RUNTIME
-    if rt is None or (rt._worker is None and setup.prometheus_address() is None):
+    if rt is None or (rt._worker is None and not setup.owns_providers()):
         return
     try:
         shutdown(rt.settings.worker.shutdown_timeout_s)
@@ -245,7 +268,19 @@ def _after_fork_in_child() -> None:
         rt.after_fork()
 
 
+_at_exit_registered = False
+
+
+def _register_at_exit() -> None:
+    """Register the exit flush late, when the first worker starts: atexit runs handlers last-in first-out, and
+    ours must run before the SDK's own exit hooks shut the app's providers down (they register when the app
+    creates them, usually after ``import faithtrace``)."""
+    global _at_exit_registered
+    if not _at_exit_registered:
+        _at_exit_registered = True
+        atexit.register(_at_exit)
+
+
 ft_metrics.queue_depth = _queue_depth
-atexit.register(_at_exit)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

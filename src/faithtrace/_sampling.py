@@ -54,7 +54,7 @@ def _fast_current_span_context() -> Callable[[], SpanContext | None]:
 
     def current() -> SpanContext | None:
         span = get().get(_SPAN_KEY)
-        return span.get_span_context() if span is not None else None  # type: ignore[attr-defined, no-any-return]
+        return span.get_span_context() if span is not None else None  # type: ignore[attr-defined]
 
     return current
 

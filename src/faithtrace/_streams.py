@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 
 from faithtrace._capture import to_text
 
@@ -53,8 +53,9 @@ class _Stream:
             traced.stats.calls += 1
 
     def failed(self, exc: BaseException) -> None:
-        self.span.record_exception(exc)
-        self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        from faithtrace._decorator import record_failure
+
+        record_failure(self.span, exc)
         self.span.end()
 
 

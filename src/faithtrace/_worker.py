@@ -12,8 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from opentelemetry.trace import SpanContext
 
@@ -24,9 +23,11 @@ _STOP: Final = object()
 _MAX_KEPT_ERRORS: Final = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
+class Job(NamedTuple):
+    """One evaluation to run: plain text and ids only, nothing mutable from the host.
+
+    A named tuple rather than a frozen dataclass: it is built on the request path, where that is cheaper.
+    """
 
     span_context: SpanContext  # the RAG span the evaluation belongs to
     stats: FunctionStats  # the decorated function's counters
@@ -47,6 +48,7 @@ class Worker:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._slots = threading.BoundedSemaphore(concurrency)
         self._closed = False
+        self._loop_stopping = False
         self.errors: list[BaseException] = []  # handler failures (faithtrace bugs), surfaced by flush()
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._run_loop, name="faithtrace-loop", daemon=True)
@@ -100,10 +102,12 @@ class Worker:
             self._queue.task_done()
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(_STOP)
+        self._loop_stopping = True
         if self._loop.is_running():
             future = asyncio.run_coroutine_threadsafe(self._cancel_running(), self._loop)
             with contextlib.suppress(Exception):
                 future.result(timeout=max(0.1, deadline - time.monotonic()) + 1.0)
+        with contextlib.suppress(RuntimeError):  # also stops a loop that has not started running yet
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._dispatcher.join(timeout=1.0)
         self._loop_thread.join(timeout=1.0)
@@ -126,6 +130,10 @@ class Worker:
                 self._queue.task_done()
                 return
             self._slots.acquire()
+            if self._closed and self._loop_stopping:  # shutdown gave up on what was still waiting
+                self._slots.release()
+                self._queue.task_done()
+                continue
             try:
                 asyncio.run_coroutine_threadsafe(self._run_job(item), self._loop)
             except RuntimeError:  # the loop is gone (closing): the job cannot run

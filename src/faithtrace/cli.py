@@ -56,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="score every row of a JSONL file and summarise")
     ev.add_argument("file", type=Path, help="JSONL rows with question, contexts, answer [, label, id]")
     ev.add_argument("--out", type=Path, help="append one result per line here; rerun to resume")
-    ev.add_argument("--concurrency", type=_positive, default=2, help="rows scored at once (default 2)")
+    ev.add_argument(
+        "--concurrency",
+        type=_positive,
+        help="rows scored at once (default: 1 on the local judge, which runs one request at a time; else 4)",
+    )
     ev.add_argument("--limit", type=_positive, help="only the first N valid rows")
     ev.add_argument("--plain", action="store_true", help="plain text output (no progress bar)")
     _add_scoring_args(ev)
@@ -157,13 +161,15 @@ def main(argv: list[str] | None = None) -> int:
             if not args.file.is_file():
                 out.error(f"faithtrace eval: cannot read {args.file}: no such file")
                 return 2
+            judge = _judge(args, out)
+            concurrency = args.concurrency or (1 if judge.settings.is_local else 4)
             return run_eval_command(
                 out,
                 args.file,
                 args.out,
-                judge=_judge(args, out),
+                judge=judge,
                 options=_options(args),
-                concurrency=args.concurrency,
+                concurrency=concurrency,
                 limit=args.limit,
             )
         if args.command == "score":

@@ -21,7 +21,9 @@ from faithtrace._telemetry import names as n
 from faithtrace._version import __version__
 from faithtrace.scoring.models import FaithfulnessResult, Outcome
 
-_OUTCOMES = (*(o.value for o in Outcome), n.OUTCOME_DROPPED, n.OUTCOME_CAPTURE_ERROR)
+# Evaluation outcomes, with the pass/fail label where there is one (an alert on the share of failing answers
+# needs it on the counter, not only on the score histogram).
+OutcomeKey = tuple[str, str | None]
 
 
 class FunctionStats:
@@ -34,7 +36,7 @@ class FunctionStats:
         self.name = name
         self.calls = 0
         self.sampled_out = [0, 0, 0, 0, 0]  # indexed by faithtrace._sampling reason codes
-        self.outcomes = dict.fromkeys(_OUTCOMES, 0)
+        self.outcomes: dict[OutcomeKey, int] = {}
 
 
 _registry: weakref.WeakSet[FunctionStats] = weakref.WeakSet()
@@ -72,10 +74,11 @@ def _observe_evaluations(_options: CallbackOptions) -> Iterable[Observation]:
 
     totals: dict[Key, int | float] = {}
     for stats in _all_stats():
-        for outcome, count in list(stats.outcomes.items()):
-            if count:
-                key: Key = ((n.FUNCTION, stats.name), (n.OUTCOME, outcome))
-                totals[key] = totals.get(key, 0) + count
+        for (outcome, label), count in list(stats.outcomes.items()):
+            key: Key = ((n.FUNCTION, stats.name), (n.OUTCOME, outcome))
+            if label is not None:
+                key = (*key, (n.GEN_AI_EVALUATION_SCORE_LABEL, label))
+            totals[key] = totals.get(key, 0) + count
         for code, count in enumerate(stats.sampled_out):
             if count:
                 key = (
@@ -163,7 +166,7 @@ class Instruments:
         """Metrics of one finished evaluation (called on the worker's thread)."""
         function = stats.name
         outcome = result.outcome.value
-        stats.outcomes[outcome] = stats.outcomes.get(outcome, 0) + 1
+        count_outcome(stats, outcome, result.label)
         fattrs = {n.FUNCTION: function}
         if result.score is not None:
             self.score.record(result.score, fattrs)
@@ -214,5 +217,6 @@ def instruments_for(meter_provider: Any) -> Instruments:
         return found
 
 
-def count_dropped(stats: FunctionStats) -> None:
-    stats.outcomes[n.OUTCOME_DROPPED] += 1
+def count_outcome(stats: FunctionStats, outcome: str, label: str | None = None) -> None:
+    key = (outcome, label)
+    stats.outcomes[key] = stats.outcomes.get(key, 0) + 1

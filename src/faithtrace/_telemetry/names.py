@@ -1,10 +1,11 @@
 """Every span, event, attribute and metric name faithtrace emits: the one place they are spelled.
 
-GenAI names follow the OpenTelemetry GenAI semantic conventions (the ``gen_ai.evaluation.result`` event and the
-client span/metric attributes as released in semantic-conventions v1.38–v1.41 and carried on in
+GenAI names follow the OpenTelemetry GenAI semantic conventions (the ``gen_ai.evaluation.result`` event
+and the client span/metric attributes as released in semantic-conventions v1.38-v1.41 and carried on in
 semantic-conventions-genai). They are owned here rather than imported from
-``opentelemetry.semconv._incubating`` because those constants are deprecated in place. Names the conventions do
-not cover are prefixed ``faithtrace.``. Retrieval inputs also use OpenInference names so that Phoenix shows them.
+``opentelemetry.semconv._incubating`` because those constants are deprecated in place. Names the
+conventions do not cover are prefixed ``faithtrace.``. Retrieval inputs also use OpenInference names so
+that Phoenix shows them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ INSTRUMENTATION_SCOPE: Final = "faithtrace"
 
 # --- spans -------------------------------------------------------------------------------------------------
 EVALUATION_SPAN: Final = "evaluate faithfulness"  # "{gen_ai.operation.name} {gen_ai.evaluation.name}"
-EVALUATION_OPERATION: Final = "evaluate"  # custom gen_ai.operation.name value (the registry has none for this)
+# A custom gen_ai.operation.name value: the registry has none for evaluations.
+EVALUATION_OPERATION: Final = "evaluate"
 JUDGE_OPERATION: Final = "chat"  # judge call spans are named "chat {model}", kind CLIENT
 
-# --- GenAI semantic-convention attributes --------------------------------------------------------------------
+# --- GenAI semantic-convention attributes -
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
@@ -41,7 +43,7 @@ EVALUATION_NAME_FAITHFULNESS: Final = "faithfulness"
 LABEL_PASS: Final = "pass"
 LABEL_FAIL: Final = "fail"
 
-# --- OpenInference attributes on the RAG span (Phoenix renders these) ----------------------------------------
+# --- OpenInference attributes on the RAG span (Phoenix renders these) -
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 INPUT_VALUE: Final = "input.value"
 OUTPUT_VALUE: Final = "output.value"
@@ -53,7 +55,8 @@ CAPTURE_ERROR: Final = "faithtrace.capture.error"  # capture failed; the host ca
 CONTEXTS_COUNT: Final = "faithtrace.contexts.count"
 TRUNCATED: Final = "faithtrace.truncated"  # names of attributes cut to the size cap
 SAMPLED: Final = "faithtrace.sampled"  # whether this call was queued for scoring
-SAMPLING_REASON: Final = "faithtrace.sampling.reason"  # why not: ratio, parent, rate_limit, budget, queue_full
+# Why a call was not scored: ratio, parent, rate_limit, budget, queue_full.
+SAMPLING_REASON: Final = "faithtrace.sampling.reason"
 
 EVAL_OUTCOME: Final = "faithtrace.evaluation.outcome"
 EVAL_FAITHFULNESS: Final = "faithtrace.evaluation.faithfulness"
@@ -88,7 +91,7 @@ JUDGE_ATTEMPT: Final = "faithtrace.judge.attempt"  # on a judge call span: 1, th
 OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
 
-# --- metrics (OTel names; Prometheus replaces dots with underscores and adds unit/type suffixes) -------------
+# --- metrics (OTel names; Prometheus replaces dots with underscores and adds unit/type suffixes) -
 METRIC_SCORE: Final = "faithtrace.evaluation.score"  # histogram, unit 1
 METRIC_EVALUATIONS: Final = "faithtrace.evaluations"  # counter by outcome (incl. dropped, sampled_out)
 METRIC_CALLS: Final = "faithtrace.calls"  # decorated calls that completed, scored or not
@@ -110,5 +113,20 @@ OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 CLAIM_BUCKETS: Final = (0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
-DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+DURATION_BUCKETS: Final = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
 TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)

@@ -167,6 +167,10 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         return provider
 
 
+def owns_providers() -> bool:
+    return _owned.tracer_provider is not None or _owned.meter_provider is not None
+
+
 def prometheus_address() -> tuple[str, int] | None:
     """Where faithtrace serves ``/metrics`` (host, port), if it does."""
     return _owned.prometheus_address

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -169,6 +170,9 @@ def run(
                 _log(f"idle for {idle:.0f} s (timeout {idle_timeout_s:g} s); shutting down")
                 server.should_exit = True
 
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default handler that would kill
+    # the process before it unregisters itself, leaving a stale state file behind.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     watcher = threading.Thread(target=watch, name="faithtrace-judge-watch", daemon=True)
     watcher.start()
     try:
@@ -178,6 +182,10 @@ def run(
         if state_file is not None:
             remove_state_if_ours(state_file, os.getpid())
         _log("stopped")
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _cpu_count() -> int:
@@ -197,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-threads", type=int, default=0)
     parser.add_argument("--idle-timeout", type=float, default=0.0)
     parser.add_argument("--state-file", type=Path, default=None)
+    parser.add_argument("--nice", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.nice > 0:
+        # Judging is background work: the host application's own requests must win the CPU.
+        with contextlib.suppress(OSError):
+            os.nice(args.nice)
     try:
         run(
             model_path=args.model,

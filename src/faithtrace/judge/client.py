@@ -8,7 +8,6 @@ about prompts, scores or OTel spans.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -21,6 +20,7 @@ from opentelemetry import context as otel_context
 from pydantic import BaseModel, ValidationError
 
 from faithtrace._errors import JudgeError
+from faithtrace.judge import _reply
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import LLMCall
 
@@ -73,31 +73,6 @@ def _litellm() -> Any:
     return litellm
 
 
-def _error_type(exc: BaseException) -> str:
-    name = type(exc).__name__
-    mapping = {
-        "Timeout": "timeout",
-        "TimeoutError": "timeout",
-        "APITimeoutError": "timeout",
-        "RateLimitError": "rate_limited",
-        "APIConnectionError": "judge_unavailable",
-        "ServiceUnavailableError": "judge_unavailable",
-        "InternalServerError": "judge_server_error",
-        "AuthenticationError": "judge_auth",
-        "BadRequestError": "judge_bad_request",
-        "NotFoundError": "judge_bad_request",
-        "ContextWindowExceededError": "context_window_exceeded",
-    }
-    etype = mapping.get(name, name)
-    if etype == "judge_server_error" and "connection error" in str(exc).lower():
-        # litellm reports a refused/reset connection to an OpenAI-compatible server as a 500.
-        etype = "judge_unavailable"
-    return etype
-
-
-_RETRYABLE = {"timeout", "rate_limited", "judge_unavailable", "judge_server_error"}
-
-
 class Judge:
     """A litellm-backed judge. One instance may serve many event loops and threads."""
 
@@ -137,6 +112,11 @@ class Judge:
                 self._endpoint = Endpoint(model=s.model, api_base=s.api_base, api_key=key)
         return self._endpoint
 
+    def _timeout(self, ep: Endpoint) -> float:
+        # A 1.5B model on a laptop CPU needs far longer per request than a hosted API (a long context takes
+        # ~20 s of prefill at 2 cores), so the local judge gets a floor of 300 s.
+        return max(self.settings.timeout_s, 300.0) if ep.local else self.settings.timeout_s
+
     async def _aendpoint(self) -> Endpoint:
         if self._endpoint is not None:
             return self._endpoint
@@ -146,7 +126,10 @@ class Judge:
         loop = asyncio.get_running_loop()
         sem = self._semaphores.get(loop)
         if sem is None:
-            sem = asyncio.Semaphore(self.settings.max_concurrency)
+            # The embedded llama.cpp server computes one request at a time; queueing here rather than in its
+            # HTTP backlog keeps our per-request timeout about the request itself, not the queue before it.
+            local = self._endpoint is not None and self._endpoint.local
+            sem = asyncio.Semaphore(1 if local else self.settings.max_concurrency)
             self._semaphores[loop] = sem
         return sem
 
@@ -224,12 +207,12 @@ class Judge:
                     # JSON repair would happily close a cut-off list and drop its tail (claims, verdicts)
                     # without anyone noticing: a truncated reply is never accepted.
                     raise ValueError("the reply was incomplete")
-                value = schema.model_validate(_parse_json(raw))
+                value = schema.model_validate(_reply.parse_json(raw))
                 if check is not None:
                     check(value)
                 return JudgeReply(value=value, calls=calls)
             except (ValueError, ValidationError) as exc:
-                problem = _describe(exc)
+                problem = _reply.describe(exc)
                 if finish_reason == "length":
                     problem = f"the reply was cut off at the token limit ({problem}); answer more briefly"
                 last_error = ("judge_output_invalid", problem)
@@ -261,13 +244,15 @@ class Judge:
         s = self.settings
         delay = 1.0
         for attempt in range(1, s.max_retries + 2):
+            if attempt > 1:
+                ep = await self._aendpoint()  # a local server that went away is restarted here
             try:
                 return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
             except JudgeError as exc:
-                if exc.type not in _RETRYABLE or attempt > s.max_retries:
+                if exc.type not in _reply.RETRYABLE or attempt > s.max_retries:
                     raise
                 # Exponential backoff with full jitter, capped: many workers must not retry in lockstep.
-                await asyncio.sleep(min(20.0, delay) * (0.5 + _jitter() / 2))
+                await asyncio.sleep(min(20.0, delay) * (0.5 + _reply.jitter() / 2))
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -289,7 +274,7 @@ class Judge:
             "messages": messages,
             "temperature": s.temperature,
             "max_tokens": max_tokens or s.max_tokens,
-            "timeout": s.timeout_s,
+            "timeout": self._timeout(ep),
             "num_retries": 0,  # retries are ours: counted, backed off and recorded per attempt
             **self._format_params(mode, step, json_schema, ep.local),
             **s.extra_params,
@@ -303,9 +288,9 @@ class Judge:
         token = otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
         try:
             async with self._semaphore():
-                response = await asyncio.wait_for(lm.acompletion(**params), timeout=s.timeout_s + 5)
+                response = await asyncio.wait_for(lm.acompletion(**params), timeout=self._timeout(ep) + 5)
         except Exception as exc:
-            etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _error_type(exc)
+            etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _reply.error_type(exc)
             calls.append(
                 LLMCall(
                     step=step,
@@ -316,17 +301,20 @@ class Judge:
                     error_type=etype,
                 )
             )
-            if mode != "json_object" and _rejects_format(exc):
+            if mode != "json_object" and _reply.rejects_format(exc):
                 # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to
                 # JSON mode for the rest of this judge's life and try again at once.
                 logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
                 self._mode = "json_object"
                 return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
-            raise JudgeError(etype, f"{step}: {type(exc).__name__}: {_short(exc)}", step=step) from exc
+            if ep.local and etype == "judge_unavailable":
+                # The shared local server was stopped or crashed: resolve (and restart) it on the next try.
+                self._endpoint = None
+            raise JudgeError(etype, f"{step}: {type(exc).__name__}: {_reply.short(exc)}", step=step) from exc
         finally:
             otel_context.detach(token)
         duration = time.perf_counter() - t0
-        raw, finish_reason = _content(response, mode)
+        raw, finish_reason = _reply.content(response, mode)
         usage = getattr(response, "usage", None)
         calls.append(
             LLMCall(
@@ -337,74 +325,9 @@ class Judge:
                 duration_s=duration,
                 input_tokens=getattr(usage, "prompt_tokens", None),
                 output_tokens=getattr(usage, "completion_tokens", None),
-                cost_usd=None if ep.local else _cost(lm, response),
+                cost_usd=None if ep.local else _reply.cost(lm, response),
                 response_id=getattr(response, "id", None),
                 finish_reason=finish_reason,
             )
         )
         return raw, finish_reason
-
-
-def _content(response: Any, mode: str) -> tuple[str, str | None]:
-    choice = response.choices[0]
-    message = choice.message
-    finish = getattr(choice, "finish_reason", None)
-    if mode == "tool":
-        tool_calls = getattr(message, "tool_calls", None) or []
-        if tool_calls:
-            return str(tool_calls[0].function.arguments or ""), finish
-    return str(message.content or ""), finish
-
-
-def _cost(lm: Any, response: Any) -> float | None:
-    try:
-        cost = lm.completion_cost(completion_response=response)
-    except Exception:  # unknown price: say so rather than report 0
-        return None
-    return float(cost) if cost is not None else None
-
-
-def _parse_json(raw: str) -> Any:
-    """Parse a reply, repairing what small models and truncation break (fences, trailing commas, cut-offs)."""
-    text = raw.strip()
-    if not text:
-        raise ValueError("the reply was empty")
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    import json_repair
-
-    repaired = json_repair.loads(text)
-    if repaired in ("", None, [], {}) and text not in ("[]", "{}"):
-        raise ValueError("the reply was not JSON")
-    return repaired
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]]
-        return "; ".join(parts)
-    return str(exc)
-
-
-def _rejects_format(exc: BaseException) -> bool:
-    if isinstance(exc, ModuleNotFoundError):  # litellm builds with tools= import an optional package (mcp)
-        return True
-    text = str(exc).lower()
-    if "no module named" in text:  # ... which litellm usually wraps in an APIConnectionError
-        return True
-    return _error_type(exc) == "judge_bad_request" and any(
-        k in text for k in ("response_format", "json_schema", "tool_choice", "tools")
-    )
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).replace("\n", " ")
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _jitter() -> float:
-    import random
-
-    return random.random()

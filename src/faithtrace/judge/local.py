@@ -12,7 +12,7 @@ Environment:
         (default ``~/.cache/faithtrace``).
     FAITHTRACE_LOCAL_MODEL_PATH: serve your own GGUF file instead (its hash is not checked).
     FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT, FAITHTRACE_LOCAL_JUDGE_START_TIMEOUT (default 120 s),
-    FAITHTRACE_LOCAL_JUDGE_N_CTX (default 8192), FAITHTRACE_LOCAL_JUDGE_THREADS (default: all cores).
+    FAITHTRACE_LOCAL_JUDGE_N_CTX (default 8192), FAITHTRACE_LOCAL_JUDGE_THREADS (default: half the cores).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def ensure_local_judge(progress: Callable[[str], None] | None = None) -> LocalEn
                 "FAITHTRACE_CACHE_DIR to a writable directory."
             ) from exc
         _warn_if_other_model(running.model_path)
+        bypass_proxy_for_loopback()
         _heartbeat.keep_alive(running.port, running.pid, idle)
         return LocalEndpoint(
             model=f"openai/{LOCAL_MODEL_ALIAS}",
@@ -160,13 +161,20 @@ def serve_foreground(host: str = "127.0.0.1", port: int | None = None) -> None:
     if host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("faithtrace: the local judge listens on %s without authentication", host)
     show(f"starting the local judge on {host}:{listen_port} (model {model.path})…")
+    try:
+        _serve_run(model, host, listen_port, state_file)
+    except KeyboardInterrupt:  # Ctrl-C is the normal way to stop it
+        show("local judge stopped")
+
+
+def _serve_run(model: _model.ModelFile, host: str, port: int, state_file: Path | None) -> None:
     from faithtrace.judge._serve import run
 
     run(
         model_path=str(model.path),
         alias=LOCAL_MODEL_ALIAS,
         host=host,
-        port=listen_port,
+        port=port,
         n_ctx=_server.n_ctx(),
         n_threads=_server.n_threads(),
         idle_timeout_s=0.0,
@@ -188,6 +196,25 @@ def _display_model(model_path: str) -> str:
     if name == _model.MODEL_FILENAME:
         return f"{LOCAL_MODEL_ALIAS}/{_BUNDLED_DISPLAY}"
     return f"{LOCAL_MODEL_ALIAS}/{Path(model_path).stem.lower()}"
+
+
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def bypass_proxy_for_loopback() -> None:
+    """Add 127.0.0.1 and localhost to NO_PROXY when a proxy is configured.
+
+    httpx (under litellm and openai) sends even loopback requests to ``HTTP_PROXY`` unless ``NO_PROXY`` says
+    otherwise, so behind a corporate proxy the local judge would be unreachable. Loopback is never meant
+    for a proxy, so this change to the environment is safe for the rest of the process.
+    """
+    if not any(os.environ.get(v) for v in _PROXY_VARS):
+        return
+    current = os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or ""
+    merged = _server.with_loopback(current)
+    if merged != current:
+        os.environ["NO_PROXY"] = os.environ["no_proxy"] = merged
+        logger.debug("faithtrace: NO_PROXY=%s so that the local judge is reached directly", merged)
 
 
 _warned_model: set[str] = set()

@@ -191,9 +191,8 @@ async def _truths_and_claims(
 ) -> list[str] | FaithfulnessResult:
     """Steps 1 and 2: the claims (or an error result).
 
-    Sequential on the local judge: llama.cpp serves one request at a time, and running the claims prompt
-    last leaves the documents in its KV cache for the verdicts. Concurrent on hosted judges, where latency
-    dominates.
+    Sequential on the local judge (llama.cpp serves one request at a time, so concurrency would only add
+    contention); concurrent on hosted judges, where latency dominates.
     """
     use_truths = run.options.use_truths and bool(documents)
     t0 = time.perf_counter()
@@ -258,7 +257,7 @@ async def run_pipeline(
     if not text:
         return run.result(Outcome.NO_CLAIMS, reason=no_claims)
 
-    claims_in = steps.ClaimsInput(question=question, answer=text, documents=documents)
+    claims_in = steps.ClaimsInput(question=question, answer=text)
     got = await _truths_and_claims(run, documents, claims_in, truth_cache if cache is None else cache)
     if isinstance(got, FaithfulnessResult):
         return got

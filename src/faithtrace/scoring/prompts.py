@@ -5,9 +5,9 @@ Layout rules that matter for cost and safety:
 * Untrusted text (question, documents, answer, claims) only ever appears inside tagged blocks, and any text
   inside it that looks like one of our tags is neutralised, so an answer cannot close its block and talk to
   the judge as if it were us. The system prompt says that block contents are data, never instructions.
-* The claims and verdict prompts share one prefix: the same system prompt, then the retrieved documents.
-  llama.cpp keeps the KV cache of the previous request and reuses the longest common token prefix, so the
-  documents are read once per evaluation on the local judge, however many verdict batches follow.
+* Every verdict batch of one evaluation starts with the same prefix: the system prompt, then the retrieved
+  documents. llama.cpp keeps the KV cache of the previous request and reuses the longest common token
+  prefix, so the documents are read once per evaluation on the local judge, however many batches follow.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def documents_block(documents: Sequence[str]) -> str:
 
 
 def _shared_prefix(documents: Sequence[str]) -> str:
-    # Identical in the claims and verdict prompts: keep it byte-for-byte stable (see module docstring).
+    # Identical in every verdict batch: keep it byte-for-byte stable (see module docstring).
     return "Retrieved documents:\n" + documents_block(documents) + "\n\n"
 
 
@@ -75,18 +75,20 @@ def truths_messages(document: str) -> list[dict[str, str]]:
 
 
 # --- claims ---------------------------------------------------------------------------------------
-def claims_messages(question: str | None, answer: str, documents: Sequence[str]) -> list[dict[str, str]]:
+def claims_messages(question: str | None, answer: str) -> list[dict[str, str]]:
+    # No documents here: shown them, the 1.5B local judge extracts claims from the documents instead of the
+    # answer (seen in the end-to-end test), which makes a hallucinated answer look perfectly faithful.
     question_part = block("question", question) + "\n\n" if question and question.strip() else ""
     user = (
-        _shared_prefix(documents)
-        + question_part
+        question_part
         + block("answer", answer)
-        + "\n\nTask: break the answer (only the answer block: not the documents) into atomic "
+        + "\n\nTask: break the answer (only the answer block, not the question) into atomic "
         "claims. Each claim is one short sentence stating exactly one fact from the answer, "
         "understandable on its own: replace pronouns and vague references ('it', 'they', 'this') with the "
         "names they stand for, using the question when needed. Keep the answer's own wording, numbers "
-        "and qualifiers ('may', 'about'). Skip greetings, opinions, questions and statements that assert "
-        "nothing checkable. Do not judge whether the claims are true.\n"
+        "and qualifiers ('may', 'about'). Skip greetings, opinions, questions, statements that assert "
+        "nothing checkable, and remarks about the sources themselves (such as 'the passages do not mention "
+        "X' or 'based on the documents'). Do not judge whether the claims are true.\n"
         'Reply as JSON: {"claims": ["<claim>", "<claim>", ...]} (an empty list if the answer asserts '
         "nothing)."
     )

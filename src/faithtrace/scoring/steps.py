@@ -101,7 +101,6 @@ class TruthsOutput(BaseModel):
 class ClaimsInput(BaseModel):
     question: str | None
     answer: str
-    documents: list[str]
 
 
 class ClaimsOutput(BaseModel):
@@ -141,7 +140,7 @@ async def extract_truths(judge: Judge, data: TruthsInput) -> tuple[TruthsOutput,
 async def extract_claims(judge: Judge, data: ClaimsInput) -> tuple[ClaimsOutput, list[LLMCall]]:
     reply = await judge.generate(
         step="claims",
-        messages=prompts.claims_messages(data.question, data.answer, data.documents),
+        messages=prompts.claims_messages(data.question, data.answer),
         schema=_ClaimsReply,
         max_tokens=_CLAIMS_MAX_TOKENS,
     )

@@ -1,0 +1,97 @@
+"""Reading a judge reply: the text, usage and cost out of a litellm response, JSON repair, error classes."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from pydantic import ValidationError
+
+
+def error_type(exc: BaseException) -> str:
+    name = type(exc).__name__
+    mapping = {
+        "Timeout": "timeout",
+        "TimeoutError": "timeout",
+        "APITimeoutError": "timeout",
+        "RateLimitError": "rate_limited",
+        "APIConnectionError": "judge_unavailable",
+        "ServiceUnavailableError": "judge_unavailable",
+        "InternalServerError": "judge_server_error",
+        "AuthenticationError": "judge_auth",
+        "BadRequestError": "judge_bad_request",
+        "NotFoundError": "judge_bad_request",
+        "ContextWindowExceededError": "context_window_exceeded",
+    }
+    etype = mapping.get(name, name)
+    if etype == "judge_server_error" and "connection error" in str(exc).lower():
+        # litellm reports a refused/reset connection to an OpenAI-compatible server as a 500.
+        etype = "judge_unavailable"
+    return etype
+
+
+RETRYABLE = {"timeout", "rate_limited", "judge_unavailable", "judge_server_error"}
+
+
+def content(response: Any, mode: str) -> tuple[str, str | None]:
+    choice = response.choices[0]
+    message = choice.message
+    finish = getattr(choice, "finish_reason", None)
+    if mode == "tool":
+        tool_calls = getattr(message, "tool_calls", None) or []
+        if tool_calls:
+            return str(tool_calls[0].function.arguments or ""), finish
+    return str(message.content or ""), finish
+
+
+def cost(lm: Any, response: Any) -> float | None:
+    try:
+        cost = lm.completion_cost(completion_response=response)
+    except Exception:  # unknown price: say so rather than report 0
+        return None
+    return float(cost) if cost is not None else None
+
+
+def parse_json(raw: str) -> Any:
+    """Parse a reply, repairing what small models and truncation break (fences, trailing commas, cut-offs)."""
+    text = raw.strip()
+    if not text:
+        raise ValueError("the reply was empty")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    import json_repair
+
+    repaired = json_repair.loads(text)
+    if repaired in ("", None, [], {}) and text not in ("[]", "{}"):
+        raise ValueError("the reply was not JSON")
+    return repaired
+
+
+def describe(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]]
+        return "; ".join(parts)
+    return str(exc)
+
+
+def rejects_format(exc: BaseException) -> bool:
+    if isinstance(exc, ModuleNotFoundError):  # litellm builds with tools= import an optional package (mcp)
+        return True
+    text = str(exc).lower()
+    if "no module named" in text:  # ... which litellm usually wraps in an APIConnectionError
+        return True
+    return error_type(exc) == "judge_bad_request" and any(
+        k in text for k in ("response_format", "json_schema", "tool_choice", "tools")
+    )
+
+
+def short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def jitter() -> float:
+    return random.random()
