@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """The ``faithtrace`` command: eval (bad rows, resume, summary), score, plain output without rich."""
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from _scoring_fixtures import FakeJudge, verdicts_json
+from _scoring_fixtures import (
+    FakeJudge,
+    fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
+    verdicts_json,
+)
 from faithtrace.cli import main
-
-pytest_plugins = ["_scoring_fixtures"]  # the fake_judge fixture
 
 ROWS = [
     {

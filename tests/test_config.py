@@ -28,7 +28,10 @@ def test_defaults() -> None:
     assert s.scoring == ScoringOptions()
     assert s.sampling == SamplingOptions()
     assert s.capture.content is True
-    assert s.worker == WorkerOptions()
+    # The embedded judge serves one request at a time on the CPU: one evaluation at a time, long timeout.
+    assert s.worker == WorkerOptions(concurrency=1, evaluation_timeout_s=900.0)
+    remote = build_settings(environ={"FAITHTRACE_JUDGE_MODEL": "openai/gpt-4o-mini"})
+    assert remote.worker == WorkerOptions()
     assert (s.service_name, s.otlp_endpoint, s.prometheus_port, s.prometheus_host) == (
         None,
         None,

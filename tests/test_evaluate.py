@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """``faithtrace.evaluate`` / ``aevaluate``: arguments, judge resolution, and use from inside an event loop."""
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from typing import Any
 import pytest
 
 import faithtrace
-from _scoring_fixtures import FakeJudge, verdicts_json
+from _scoring_fixtures import (
+    FakeJudge,
+    fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
+    verdicts_json,
+)
 from faithtrace import ConfigError, JudgeSettings, Outcome
 from faithtrace._evaluate import get_judge
-
-pytest_plugins = ["_scoring_fixtures"]  # the fake_judge fixture
 
 DOC = "Mount Everest is 8,849 metres tall."
 

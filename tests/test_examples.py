@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """The example RAG service (examples/rag_service) and `make demo` (examples/demo.py).
 
 The service runs for real (FastAPI TestClient, real OTel SDK, real background scoring through litellm); only
@@ -35,7 +36,7 @@ from rag_service.app import create_app  # noqa: E402
 from rag_service.readback import EvaluationView, read_evaluations  # noqa: E402
 
 # The fixtures fake_judge and local_judge come from these modules.
-pytest_plugins = ["_fake_judge", "_judge_fixtures"]
+from _fake_judge import fake_judge  # noqa: E402, F401  (fixture, imported by name: see conftest)
 
 RETURNS = "How long do I have to return an e-bike?"
 WARRANTY = "How long are batteries covered by the warranty?"

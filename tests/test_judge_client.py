@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """The judge client (``Judge.generate``) against a scripted OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from _scoring_fixtures import FakeJudge
+from _scoring_fixtures import (
+    FakeJudge,
+    fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
+)
 from faithtrace import JudgeError
 from faithtrace.judge.client import Judge, OutputRejected
-
-pytest_plugins = ["_scoring_fixtures"]  # the fake_judge fixture
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "Task: break the answer please"}]
 

@@ -14,7 +14,6 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from _judge_fixtures import local_judge  # noqa: F401  (until conftest registers the module)
 from faithtrace.judge import Judge, JudgeSettings, _server
 from faithtrace.judge._model import ensure_bundled_model
 from faithtrace.judge.local import (
@@ -58,7 +57,7 @@ def _our_server_pids(state_file: Path) -> list[int]:
     return pids
 
 
-async def test_real_judge_returns_a_parsed_verdict(local_judge: LocalEndpoint) -> None:  # noqa: F811
+async def test_real_judge_returns_a_parsed_verdict(local_judge: LocalEndpoint) -> None:
     judge = Judge(JudgeSettings())
     reply = await judge.generate(
         step="verdicts",
@@ -81,7 +80,7 @@ async def test_real_judge_returns_a_parsed_verdict(local_judge: LocalEndpoint) -
     assert call.cost_usd is None  # a local model has no price; never a made-up 0
 
 
-def test_second_call_and_second_process_reuse_the_server(local_judge: LocalEndpoint) -> None:  # noqa: F811
+def test_second_call_and_second_process_reuse_the_server(local_judge: LocalEndpoint) -> None:
     assert ensure_local_judge() == local_judge
     status = local_judge_status()
     assert status is not None

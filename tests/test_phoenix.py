@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """End to end: faithtrace's spans and events over real OTLP into a real trace backend (Arize Phoenix).
 
 The judge's replies come from a fake OpenAI-compatible server on 127.0.0.1 (tests/_fake_judge.py); everything
@@ -23,12 +24,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 import faithtrace
-from _fake_judge import MODEL, REASON_TEXT, FakeJudge
+
+# The fixtures (fake_judge, phoenix_server) come from these modules.
+from _fake_judge import (
+    MODEL,
+    REASON_TEXT,
+    FakeJudge,
+    fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
+)
 from _phoenix_fixtures import PhoenixServer, free_port
 from faithtrace._telemetry import names as n
 
-# The fixtures (fake_judge, phoenix_server) come from these modules.
-pytest_plugins = ["_fake_judge", "_phoenix_fixtures"]
 pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,6 @@ import pytest
 import faithtrace
 from faithtrace import JudgeSettings, Outcome, ScoringOptions
 
-pytest_plugins = ["_judge_fixtures"]  # local_judge: starts or reuses the machine's local judge
 pytestmark = [pytest.mark.judge, pytest.mark.timeout(1800)]  # CPU-only judge, often shared
 
 # A 1.5B model on 2 shared CPU cores answers slowly; the default 60 s per request is too tight here.

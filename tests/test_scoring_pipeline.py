@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """The pipeline's edge cases, through the public API, litellm and a scripted judge on loopback."""
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from typing import Any
 import pytest
 
 import faithtrace
-from _scoring_fixtures import FakeJudge, verdicts_json
+from _scoring_fixtures import (
+    FakeJudge,
+    fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
+    verdicts_json,
+)
 from faithtrace import IdkPolicy, Outcome, ScoringOptions
-
-pytest_plugins = ["_scoring_fixtures"]  # the fake_judge fixture
 
 DOC = "The Eiffel Tower is in Paris. It was completed in 1889 and is 330 metres tall."
 CLAIMS = ["The Eiffel Tower is in Paris.", "The Eiffel Tower was completed in 1925."]
