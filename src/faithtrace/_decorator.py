@@ -142,6 +142,22 @@ def _sampling_failed(exc: Exception) -> int:
     return -1
 
 
+def _decide() -> tuple[_runtime.Runtime, int]:
+    """The sampling decision: 0 to trace and score, a reason code > 0 to skip, -1 when disabled."""
+    rt = _runtime.RUNTIME or _runtime.current()
+    try:
+        return rt, (rt.sampler.decide() if rt.enabled else -1)
+    except Exception as exc:
+        return rt, _sampling_failed(exc)
+
+
+def _count_skipped(stats: FunctionStats, reason: int) -> None:
+    # Plain integers read later by an observable counter: an OTel counter add would cost more than the call.
+    if reason > 0:
+        stats.sampled_out[reason] += 1
+        stats.calls += 1
+
+
 def _make_wrapper(func: Any, traced: Traced) -> Any:
     raw = func.__func__ if isinstance(func, classmethod | staticmethod) else func
     stats = traced.stats
@@ -150,15 +166,9 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if inspect.isasyncgenfunction(raw):
 
         def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            rt = _runtime.RUNTIME or _runtime.current()
-            try:
-                reason = rt.sampler.decide() if rt.enabled else -1
-            except Exception as exc:
-                reason = _sampling_failed(exc)
+            rt, reason = _decide()
             if reason:
-                if reason > 0:
-                    stats.sampled_out[reason] += 1
-                    stats.calls += 1
+                _count_skipped(stats, reason)
                 return wrapped(*args, **kwargs)
             return _streams.traced_async_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
 
@@ -167,15 +177,9 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if inspect.isgeneratorfunction(raw):
 
         def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            rt = _runtime.RUNTIME or _runtime.current()
-            try:
-                reason = rt.sampler.decide() if rt.enabled else -1
-            except Exception as exc:
-                reason = _sampling_failed(exc)
+            rt, reason = _decide()
             if reason:
-                if reason > 0:
-                    stats.sampled_out[reason] += 1
-                    stats.calls += 1
+                _count_skipped(stats, reason)
                 return wrapped(*args, **kwargs)
             return _streams.traced_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
 
@@ -184,16 +188,10 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if _is_async(func):
 
         async def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            rt = _runtime.RUNTIME or _runtime.current()
-            try:
-                reason = rt.sampler.decide() if rt.enabled else -1
-            except Exception as exc:
-                reason = _sampling_failed(exc)
+            rt, reason = _decide()
             if reason:
                 result = await wrapped(*args, **kwargs)
-                if reason > 0:
-                    stats.sampled_out[reason] += 1
-                    stats.calls += 1
+                _count_skipped(stats, reason)
                 return result
             with rt.tracer.start_as_current_span(
                 name, record_exception=False, set_status_on_exception=False
@@ -210,16 +208,10 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
         return wrapt.FunctionWrapper(func, async_wrapper)
 
     def sync_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        rt = _runtime.RUNTIME or _runtime.current()
-        try:
-            reason = rt.sampler.decide() if rt.enabled else -1
-        except Exception as exc:
-            reason = _sampling_failed(exc)
+        rt, reason = _decide()
         if reason:  # not scored: the bare call, plus two integer increments (-1: disabled, not even those)
             result = wrapped(*args, **kwargs)
-            if reason > 0:
-                stats.sampled_out[reason] += 1
-                stats.calls += 1
+            _count_skipped(stats, reason)
             return result
         with rt.tracer.start_as_current_span(
             name, record_exception=False, set_status_on_exception=False
