@@ -15,11 +15,11 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-v1
 PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 
-.PHONY: demo test lint typecheck unit bench judge backends clean help
+.PHONY: demo test lint typecheck unit bench bench-peers judge backends clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy and the whole test suite"
-	@echo "make bench  - quick versions of the benchmarks"
+	@echo "make bench  - quick versions of the benchmarks (accuracy --quick takes 15-30 min on a 2-core CPU)"
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -75,7 +75,11 @@ unit: $(VENV)/.dev-installed
 demo: judge
 	$(BIN)/python examples/demo.py
 
-bench: judge
+# DeepEval, RAGAS, OpenInference, Logfire and Langfuse in their own venv (they pull in langchain and friends).
+bench-peers: judge
+	benchmarks/setup_peers.sh
+
+bench: judge bench-peers
 	$(BIN)/python benchmarks/overhead.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
 	$(BIN)/python benchmarks/accuracy.py --quick

@@ -8,11 +8,12 @@ about prompts, scores or OTel spans.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +28,7 @@ from faithtrace.scoring.models import LLMCall
 logger = logging.getLogger("faithtrace")
 
 T = TypeVar("T", bound=BaseModel)
+T_co = TypeVar("T_co", covariant=True)
 Message = dict[str, Any]
 
 # litellm fetches its model price map from the internet at import unless told otherwise; a service must not
@@ -285,10 +287,11 @@ class Judge:
             params["api_key"] = ep.api_key
         start_ns = time.time_ns()
         t0 = time.perf_counter()
-        token = otel_context.attach(otel_context.set_value(_SUPPRESS_KEY, True))
         try:
             async with self._semaphore():
-                response = await asyncio.wait_for(lm.acompletion(**params), timeout=self._timeout(ep) + 5)
+                response = await asyncio.wait_for(
+                    _suppressed(lm.acompletion(**params)), self._timeout(ep) + 5
+                )
         except Exception as exc:
             etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _reply.error_type(exc)
             calls.append(
@@ -311,8 +314,6 @@ class Judge:
                 # The shared local server was stopped or crashed: resolve (and restart) it on the next try.
                 self._endpoint = None
             raise JudgeError(etype, f"{step}: {type(exc).__name__}: {_reply.short(exc)}", step=step) from exc
-        finally:
-            otel_context.detach(token)
         duration = time.perf_counter() - t0
         raw, finish_reason = _reply.content(response, mode)
         usage = getattr(response, "usage", None)
@@ -331,3 +332,15 @@ class Judge:
             )
         )
         return raw, finish_reason
+
+
+def _suppressed(coro: Coroutine[Any, Any, T_co]) -> asyncio.Task[T_co]:
+    """Run ``coro`` as a task whose OTel context says "suppress instrumentation".
+
+    The task gets its own copy of the context, so nothing has to be detached afterwards: an attach/detach pair
+    around an ``await`` breaks when the task is cancelled at loop shutdown ("token created in a different
+    Context").
+    """
+    ctx = contextvars.copy_context()
+    ctx.run(otel_context.attach, otel_context.set_value(_SUPPRESS_KEY, True))
+    return asyncio.get_running_loop().create_task(coro, context=ctx)
