@@ -163,27 +163,20 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     stats = traced.stats
     name = traced.name
 
-    if inspect.isasyncgenfunction(raw):
+    if inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
+        # Streams are traced by a wrapping generator that scores the joined chunks when the stream ends.
+        trace_stream: Callable[..., Any] = (
+            _streams.traced_async_gen if inspect.isasyncgenfunction(raw) else _streams.traced_gen
+        )
 
-        def asyncgen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        def stream_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             rt, reason = _decide()
             if reason:
                 _count_skipped(stats, reason)
                 return wrapped(*args, **kwargs)
-            return _streams.traced_async_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
+            return trace_stream(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
 
-        return wrapt.FunctionWrapper(func, asyncgen_wrapper)
-
-    if inspect.isgeneratorfunction(raw):
-
-        def gen_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            rt, reason = _decide()
-            if reason:
-                _count_skipped(stats, reason)
-                return wrapped(*args, **kwargs)
-            return _streams.traced_gen(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
-
-        return wrapt.FunctionWrapper(func, gen_wrapper)
+        return wrapt.FunctionWrapper(func, stream_wrapper)
 
     if _is_async(func):
 
