@@ -88,6 +88,8 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
             "passed": res.passed,
             "outcome": str(res.outcome),
             "counts": res.counts.model_dump(),
+            # Per claim, for looking into a result later: [text, verdict, reason].
+            "claims": [[c.text, c.verdict, c.reason] for c in res.claims],
             "error": res.error.model_dump() if res.error else None,
             "llm_calls": res.llm_calls,
             "input_tokens": res.input_tokens,
@@ -281,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers-python", default=str(PEERS_VENV_PYTHON))
     p.add_argument("--resume", action="store_true", help="keep rows already in the per-row file")
     p.add_argument(
+        "--rescore",
+        default="",
+        help="with --resume: comma list of systems whose stored rows are dropped and scored again "
+        "(e.g. faithtrace after a pipeline change, next to the peers' stored rows)",
+    )
+    p.add_argument(
         "--out", help="JSON output (default results/accuracy.json, --quick: results/accuracy-quick.json)"
     )
     args = p.parse_args(argv)
@@ -296,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     rows_out = out_path.with_name(out_path.stem + "_rows.jsonl")
     rows_out.parent.mkdir(parents=True, exist_ok=True)
     done = _load_done(rows_out, {r["id"] for r in rows}) if args.resume else {}
+    rescore = {s.strip() for s in args.rescore.split(",") if s.strip()}
+    if rescore:
+        # The per-row file is append-only history; the rescored rows are simply appended after the old ones
+        # (``_load_done`` keeps the last record per system and row).
+        done = {key: rec for key, rec in done.items() if key[0] not in rescore}
     if not args.resume:
         rows_out.write_text("")
     print(f"{len(rows)} rows from {data} ({subset}); per-row results -> {rows_out}", flush=True)
@@ -303,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     notes_extra: dict[str, str] = {}
     python = Path(args.peers_python)
     for system in ("deepeval", "ragas"):
+        stored = all((system, r["id"]) in done for r in rows)
         if system in systems and not python.exists():
+            if stored:  # nothing left to run: the stored rows are reported without the peers' venv
+                notes_extra[system] = f"all rows from the stored per-row file ({rows_out.name})"
+                continue
             systems.remove(system)
             notes_extra[system] = f"not installed (no {python}; see benchmarks/setup_peers.sh)"
     judge, endpoint, judge_name = resolve_judge(args)

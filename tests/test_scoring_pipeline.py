@@ -30,6 +30,11 @@ def user_prompt(request: dict[str, Any]) -> str:
 
 
 async def score(fake: FakeJudge, contexts: Any = DOC, answer: str = "answer text", **options: Any) -> Any:
+    # These tests exercise every judge step: claims and reason from the judge, no lexical check. The default
+    # pipeline (claims split in code, lexical check, template reason) is in test_scoring_grounding.py.
+    options.setdefault("claim_source", "judge")
+    options.setdefault("judge_reason", True)
+    options.setdefault("lexical_check", False)
     settings = fake.settings(**options.pop("judge", {}))
     return await faithtrace.aevaluate(
         "Where is the Eiffel Tower?", contexts, answer, judge=settings, options=ScoringOptions(**options)

@@ -1,4 +1,7 @@
-"""The faithfulness pipeline: truths (optional) → claims → verdicts → score (in code) → reason.
+"""The faithfulness pipeline: truths (optional) → claims → verdicts → lexical check → score → reason.
+
+By default the claims are the answer's sentences (split in code), the lexical check and the score are code,
+and the reason is a template: one judge call per evaluation (per ``verdict_batch_size`` claims).
 
 ``run_pipeline`` never raises for judge failures: it returns ``outcome=error`` with the step that failed and
 every LLM call made up to that point, so a failed evaluation still reports what it cost.
@@ -15,8 +18,9 @@ from typing import Literal
 
 from faithtrace._errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
+from faithtrace.judge.settings import JudgeSettings
+from faithtrace.scoring import grounding, reasons, steps
 from faithtrace.scoring import score as scoring
-from faithtrace.scoring import steps
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
     ClaimVerdict,
@@ -132,25 +136,6 @@ async def _truths(run: _Run, documents: Sequence[str], cache: TruthCache) -> lis
     return calls
 
 
-def _template_reason(counts: VerdictCounts, outcome: Outcome) -> str:
-    n = counts.total
-    if outcome is Outcome.NO_CLAIMS:
-        return "The answer makes no checkable factual claims, so it has no faithfulness score."
-    if outcome is Outcome.NO_CONTEXT:
-        return (
-            f"No context was retrieved (or it was empty), so none of the answer's {n} claim(s) can be "
-            "supported by it; the score is 0."
-        )
-    return f"All {n} claim(s) in the answer are supported by the retrieved context."
-
-
-def _fallback_reason(counts: VerdictCounts) -> str:
-    return (
-        f"{counts.yes} of {counts.total} claim(s) are supported by the retrieved context, {counts.no} are "
-        f"contradicted by it and {counts.idk} are not found in it."
-    )
-
-
 async def _reason(
     run: _Run, counts: VerdictCounts, value: float | None, verdicts: Sequence[ClaimVerdict], outcome: Outcome
 ) -> str | None:
@@ -160,7 +145,10 @@ async def _reason(
     unsupported = [v for v in verdicts if v.verdict != "yes"]
     if outcome is not Outcome.SCORED or not unsupported:
         run.record("reason", [], t0)
-        text = _template_reason(counts, outcome)
+        text = reasons.outcome_reason(counts, outcome)
+    elif not run.options.judge_reason:
+        run.record("reason", [], t0)
+        text = reasons.scored_reason(counts, verdicts)
     else:
         score_text = (
             f"{value:.2f} ({counts.yes} of {counts.total} claims supported, {counts.no} contradicted, "
@@ -177,10 +165,41 @@ async def _reason(
             # The score stands on its own; losing it because the explanation failed would be worse.
             logger.warning("faithtrace: the judge could not write a reason (%s); using a summary", exc)
             run.record("reason", _calls_of(exc), t0)
-            text = _fallback_reason(counts)
+            text = reasons.scored_reason(counts, verdicts)
     if run.notes:
         text = text + " " + " ".join(run.notes)
     return text
+
+
+def local_mode(value: str, settings: JudgeSettings, local: str, hosted: str) -> str:
+    """An ``auto`` option resolved: one behaviour for the embedded local judge, another for real models."""
+    if value == "auto":
+        return local if settings.is_local else hosted
+    return value
+
+
+def _ground(
+    verdicts: Sequence[ClaimVerdict], documents: Sequence[str], question: str | None, *, decide_absence: bool
+) -> list[ClaimVerdict]:
+    """The lexical check (see ``grounding``): a "yes" whose specifics the documents lack becomes "idk".
+
+    With ``decide_absence`` the check also overrules an "idk": the small local judge says "idk" to faithful
+    rephrasings as often as to invented details, while a claim whose numbers and words all occur in the
+    documents has, at least, not been made up. A "no" always stands: contradictions are the judge's call.
+    """
+    reference = [*documents, question or ""]
+    checks = grounding.check_all([v.text for v in verdicts], reference)
+    out = []
+    for v, g in zip(verdicts, checks, strict=True):
+        unsupported = g.unsupported(grounding.MAX_MISSING_SHARE)
+        if v.verdict == "yes" and unsupported:
+            v = ClaimVerdict(text=v.text, verdict="idk", reason="the judge said yes, but " + g.describe())
+        elif v.verdict == "idk" and decide_absence and not unsupported:
+            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.FOUND_NOTE)
+        elif v.verdict == "idk" and decide_absence and not v.reason:
+            v = ClaimVerdict(text=v.text, verdict="idk", reason=g.describe())
+        out.append(v)
+    return out
 
 
 _JUDGE_FAILURES = (JudgeError, LocalJudgeError)
@@ -196,7 +215,7 @@ async def _truths_and_claims(
     """
     use_truths = run.options.use_truths and bool(documents)
     t0 = time.perf_counter()
-    if use_truths and not run.judge.settings.is_local:
+    if use_truths and not run.judge.settings.is_local and run.options.claim_source == "judge":
         truths_res, claims_res = await asyncio.gather(
             _truths(run, documents, cache), steps.extract_claims(run.judge, claims_in), return_exceptions=True
         )
@@ -224,6 +243,10 @@ async def _truths_and_claims(
             return run.failed("truths", exc, t0)
         run.record("truths", calls, t0, cached=not calls)
     t1 = time.perf_counter()
+    if run.options.claim_source == "sentences":
+        claims = grounding.split_statements(claims_in.answer)
+        run.record("claims", [], t1)
+        return claims
     try:
         out, calls = await steps.extract_claims(run.judge, claims_in)
     except _JUDGE_FAILURES as exc:
@@ -253,7 +276,7 @@ async def run_pipeline(
         text = text[: options.max_answer_chars]
         run.notes.append(f"(The answer was cut to {options.max_answer_chars} characters.)")
     question = query.strip() if query and query.strip() else None
-    no_claims = _maybe(options, _template_reason(VerdictCounts(), Outcome.NO_CLAIMS))
+    no_claims = _maybe(options, reasons.outcome_reason(VerdictCounts(), Outcome.NO_CLAIMS))
     if not text:
         return run.result(Outcome.NO_CLAIMS, reason=no_claims)
 
@@ -272,6 +295,7 @@ async def run_pipeline(
 
     # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
     t0 = time.perf_counter()
+    by_evidence = local_mode(options.verdict_context, judge.settings, "evidence", "documents") == "evidence"
     if not documents:
         verdicts = [ClaimVerdict(text=c, verdict="idk", reason="No context was retrieved.") for c in claims]
         outcome = Outcome.NO_CONTEXT
@@ -279,13 +303,22 @@ async def run_pipeline(
         try:
             judged, calls = await steps.judge_claims(
                 judge,
-                steps.VerdictsInput(documents=documents, claims=claims, truths=run.truths),
+                steps.VerdictsInput(
+                    documents=documents,
+                    claims=claims,
+                    truths=run.truths,
+                    question=question,
+                    evidence=grounding.evidence(claims, documents) if by_evidence else None,
+                ),
                 options.verdict_batch_size,
             )
         except _JUDGE_FAILURES as exc:
             return run.failed("verdicts", exc, t0)
         run.record("verdicts", calls, t0)
         verdicts = judged.verdicts
+        absence = local_mode(options.absence_check, judge.settings, "lexical", "judge")
+        if options.lexical_check or absence == "lexical":
+            verdicts = _ground(verdicts, documents, question, decide_absence=absence == "lexical")
         outcome = Outcome.SCORED
 
     # 4. the score, in code.

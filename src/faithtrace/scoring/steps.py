@@ -19,7 +19,7 @@ from faithtrace.scoring.models import ClaimVerdict, LLMCall, Verdict
 # Output budgets per step: enough for real work, small enough that a looping small model stops quickly.
 _TRUTHS_MAX_TOKENS = 768
 _CLAIMS_MAX_TOKENS = 1024
-_VERDICT_TOKENS_PER_CLAIM = 64
+_VERDICT_TOKENS_PER_CLAIM = 48  # ~12 used; room for a provider that adds a reason
 _REASON_MAX_TOKENS = 256
 
 
@@ -44,22 +44,23 @@ class _ClaimsReply(BaseModel):
 
 
 def _strict_item_schema(schema: dict[str, Any]) -> None:
-    # What the judge is asked for is stricter than what we accept: every field required and not nullable
-    # (a grammar then makes the local judge write them all), while validation tolerates a missing number
-    # or reason from providers that ignore schemas.
-    schema["required"] = ["verdict", "claim", "reason"]
-    schema["properties"]["claim"] = {"type": "integer", "minimum": 1}
-    # A grammar-enforced cap: a 1.5B model otherwise restates every supported claim at length, and output
-    # tokens are the slow part on a CPU (about 15 per second).
-    schema["properties"]["reason"] = {"type": "string", "maxLength": 90}
+    # What the judge is asked for is stricter than what we accept: the claim number and the verdict, both
+    # required (a grammar then makes the local judge write them, number first, which keeps a 1.5B model in
+    # step with the list). No reason is asked for: output tokens are the slow part on a CPU (about 15 per
+    # second) and the explanation is written in code. Validation still takes a reason, or no number, from
+    # providers that ignore schemas.
+    schema["required"] = ["claim", "verdict"]
+    schema["properties"] = {
+        "claim": {"type": "integer", "minimum": 1},
+        "verdict": schema["properties"]["verdict"],
+    }
 
 
 class _VerdictItem(BaseModel):
-    # Field order is the order the judge writes: verdict first (small models derail when they reason first).
     model_config = ConfigDict(json_schema_extra=_strict_item_schema)
 
-    verdict: Verdict
     claim: int | None = None
+    verdict: Verdict
     reason: str | None = None
 
     @field_validator("verdict", mode="before")
@@ -70,6 +71,14 @@ class _VerdictItem(BaseModel):
 
 class _VerdictsReplyBase(BaseModel):
     verdicts: list[_VerdictItem]
+
+    @field_validator("verdicts", mode="before")
+    @classmethod
+    def _bare(cls, value: Any) -> Any:
+        # Some models answer with a bare list of verdicts (["yes", "idk"]): positions are the claim order.
+        if isinstance(value, list):
+            return [{"verdict": v} if isinstance(v, str) else v for v in value]
+        return value
 
 
 @functools.lru_cache(maxsize=64)
@@ -111,6 +120,9 @@ class VerdictsInput(BaseModel):
     documents: list[str]
     claims: list[str]
     truths: list[str] = Field(default_factory=list)
+    question: str | None = None
+    # Per claim, the document text to judge it against instead of the whole documents (local judge).
+    evidence: list[str] | None = None
 
 
 class VerdictsOutput(BaseModel):
@@ -166,7 +178,12 @@ def _align(reply: _VerdictsReplyBase, n: int) -> list[_VerdictItem]:
 
 
 async def judge_batch(
-    judge: Judge, documents: Sequence[str], claims: Sequence[str], truths: Sequence[str]
+    judge: Judge,
+    documents: Sequence[str],
+    claims: Sequence[str],
+    truths: Sequence[str],
+    question: str | None = None,
+    evidence: Sequence[str] | None = None,
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     n = len(claims)
     schema = _verdicts_reply(n)
@@ -176,10 +193,14 @@ async def judge_batch(
 
     reply = await judge.generate(
         step="verdicts",
-        messages=prompts.verdict_messages(documents, claims, truths or None),
+        messages=(
+            prompts.evidence_verdict_messages(claims, evidence, question)
+            if evidence is not None
+            else prompts.verdict_messages(documents, claims, truths or None, question)
+        ),
         schema=schema,
         check=check,
-        max_tokens=64 + _VERDICT_TOKENS_PER_CLAIM * n,
+        max_tokens=32 + _VERDICT_TOKENS_PER_CLAIM * n,
     )
     items = _align(reply.value, n)
     verdicts = [
@@ -201,8 +222,11 @@ async def judge_claims(
     calls: list[LLMCall] = []
     for start in range(0, len(data.claims), batch_size):
         batch = data.claims[start : start + batch_size]
+        evidence = None if data.evidence is None else data.evidence[start : start + batch_size]
         try:
-            got, batch_calls = await judge_batch(judge, data.documents, batch, data.truths)
+            got, batch_calls = await judge_batch(
+                judge, data.documents, batch, data.truths, data.question, evidence
+            )
         except Exception as exc:
             prior = list(getattr(exc, "calls", []))
             exc.calls = calls + prior  # type: ignore[attr-defined]
