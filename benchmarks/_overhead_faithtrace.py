@@ -23,6 +23,10 @@ def add(
         return
     judge = _parked_judge(bench)
 
+    def drain() -> None:
+        # The spans' ends and exports that the worker does off the request path; scoring is parked.
+        faithtrace.flush(60.0, evaluations=False)
+
     def configure(queue_size: int = 1_000_000, **kwargs: Any) -> Callable[[], None]:
         def apply() -> None:
             # shutdown_timeout_s=0: configure() replaces the runtime, and the old one must not wait for its
@@ -51,6 +55,7 @@ def add(
             setup=configure(sampling=faithtrace.SamplingOptions(ratio=1.0)),
             note="span + enqueue; judge parked, scoring not counted",
             exporter=exporter,
+            drain=drain,
         )
     )
     # Two breakdown rows: without the texts on the span, and with every call refused by a full queue.
@@ -63,6 +68,7 @@ def add(
                 capture=faithtrace.CaptureOptions(content=False),
             ),
             note="breakdown: no query/contexts/answer on the span",
+            drain=drain,
         )
     )
     bench.variants.append(
@@ -71,6 +77,7 @@ def add(
             decorated,
             setup=configure(queue_size=1, sampling=faithtrace.SamplingOptions(ratio=1.0)),
             note="breakdown: the drop path instead of the enqueue",
+            drain=drain,
         )
     )
 

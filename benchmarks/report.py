@@ -33,15 +33,18 @@ def _head(doc: dict[str, Any]) -> str:
 
 def overhead(doc: dict[str, Any]) -> str:
     lines = [f"### overhead ({doc['calls_per_round']} calls × {doc['rounds']} rounds, median)\n", _head(doc)]
-    lines.append("| variant | ns/call | × OTel floor | ns over bare |")
-    lines.append("| --- | ---: | ---: | ---: |")
+    lines.append(
+        "| variant | p50 ns/call | × OTel floor | ns over bare | p99 ns | CPU ns/call | CPU × floor |"
+    )
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in doc["results"]:
         if r.get("ns_per_call_median") is None:
-            lines.append(f"| {r['variant']} | {r['note']} | | |")
+            lines.append(f"| {r['variant']} | {r['note']} | | | | | |")
         else:
             lines.append(
                 f"| {r['variant']} | {_f(r['ns_per_call_median'], 0)} | {_f(r['ratio_to_otel_floor'])} | "
-                f"{_f(r['ns_over_bare'], 0)} |"
+                f"{_f(r['ns_over_bare'], 0)} | {_f(r.get('ns_p99'), 0)} | "
+                f"{_f(r.get('cpu_ns_per_call'), 0)} | {_f(r.get('cpu_ratio_to_otel_floor'))} |"
             )
     for name, t in doc.get("targets", {}).items():
         lines.append(
@@ -75,6 +78,12 @@ def throughput(doc: dict[str, Any]) -> str:
         f"growth over the second half {_f(o['rss_mb_second_half_growth'], 1)} MiB), "
         f"peak RSS {_f(o['peak_rss_mb'], 1)} MiB."
     )
+    if o.get("rss_mb_per_min_second_half") is not None:
+        lines.append(
+            f"Second-half slopes (least squares): RSS {_f(o['rss_mb_per_min_second_half'], 3)} MiB/min; "
+            f"live Python memory blocks {_f(o.get('py_blocks_per_min_second_half'), 0)}/min "
+            f"({_f(o.get('py_blocks_first'))} → {_f(o.get('py_blocks_last'))})."
+        )
     if doc.get("faithtrace_api_errors"):
         lines.append(
             f"\nfaithtrace API calls that raised: {len(doc['faithtrace_api_errors'])} (see the JSON)."

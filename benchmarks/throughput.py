@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,9 @@ def _host_loop(
     on_tick: Callable[[], None] | None = None,
 ) -> list[float]:
     """Call ``fn`` at a fixed rate for ``seconds``; return the per-call latencies in ms."""
-    latencies: list[float] = []
+    # An array, not a list of floats: one float object per call would be the harness's own memory growth
+    # (a block per call) in the very measurement that is meant to show faithtrace's memory is flat.
+    latencies = array("d")
     interval = 1.0 / rate
     start = time.perf_counter()
     deadline = start + seconds
@@ -63,7 +66,7 @@ def _host_loop(
         if on_tick is not None and t0 - last_tick >= 1.0:
             on_tick()
             last_tick = t0
-    return latencies
+    return list(latencies)
 
 
 def _latency_summary(lat: list[float], rate: float) -> dict[str, float]:
@@ -133,13 +136,18 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
     # Fill the queue first, so the measured window is all "saturated".
     for _ in range(args.queue_size + args.overload_concurrency):
         fn("What is the refund window?", setup.CONTEXTS)
-    memory: list[dict[str, float]] = []
-    depth: list[float] = []
+    # Samples go into preallocated-style arrays for the same reason as the latencies: the harness must not
+    # add Python objects of its own while the live-object count is being watched.
+    ticks_t, ticks_rss, ticks_blocks, depth = array("d"), array("d"), array("q"), array("d")
     t_start = time.perf_counter()
     before = ft.exporter.snapshot()
 
     def tick() -> None:
-        memory.append({"t_s": round(time.perf_counter() - t_start, 1), "rss_mb": _common.rss_mb()})
+        ticks_t.append(time.perf_counter() - t_start)
+        ticks_rss.append(_common.rss_mb())
+        # Live Python objects' memory blocks: flat here and a creeping RSS means allocator fragmentation, a
+        # rising count means something keeps objects (a leak).
+        ticks_blocks.append(sys.getallocatedblocks())
         d = ft.queue_depth()
         if d is not None:
             depth.append(d)
@@ -151,8 +159,14 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
     # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
     ft.refill(fn, args.queue_size)
     bare_busy = _host_loop(_host_work, args.host_rate, min(args.host_seconds, args.overload_seconds))
+    memory = [
+        {"t_s": round(t, 1), "rss_mb": r, "py_blocks": b}
+        for t, r, b in zip(ticks_t, ticks_rss, ticks_blocks, strict=True)
+    ]
+    depth_list = list(depth)
     rss = [m["rss_mb"] for m in memory]
     half = len(rss) // 2
+    second = memory[half:]
     return {
         "host_rate_per_s": args.host_rate,
         "queue_size": args.queue_size,
@@ -165,15 +179,36 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         "overload_seconds": args.overload_seconds,
         "evaluations_during_overload": after["evaluations"] - before["evaluations"],
         "dropped_during_overload": after["dropped"] - before["dropped"],
-        "queue_depth_max": max(depth) if depth else None,
-        "queue_depth_median": _common.median(depth) if depth else None,
+        "queue_depth_max": max(depth_list) if depth_list else None,
+        "queue_depth_median": _common.median(depth_list) if depth_list else None,
         "rss_mb_first": rss[0] if rss else None,
         "rss_mb_last": rss[-1] if rss else None,
         "rss_mb_max": max(rss) if rss else None,
         "rss_mb_second_half_growth": (rss[-1] - rss[half]) if len(rss) > 2 else None,
+        # Least-squares slopes over the second half, per minute: the steady state, past the warm-up.
+        "rss_mb_per_min_second_half": _slope_per_min(second, "rss_mb"),
+        "py_blocks_first": memory[0]["py_blocks"] if memory else None,
+        "py_blocks_last": memory[-1]["py_blocks"] if memory else None,
+        "py_blocks_per_min_second_half": _slope_per_min(second, "py_blocks"),
         "peak_rss_mb": _common.peak_rss_mb(),
         "memory_over_time": memory,
     }
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _slope_per_min(points: list[dict[str, float]], key: str) -> float | None:
+    if len(points) < 3:
+        return None
+    xs = [p["t_s"] for p in points]
+    ys = [p[key] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if not var:
+        return None
+    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
 
 
 def _host_latency_idle(args: argparse.Namespace) -> list[float]:
@@ -261,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{over['dropped_during_overload']} dropped, queue depth max {over['queue_depth_max']}, "
         f"RSS {over['rss_mb_first']:.1f} -> {over['rss_mb_last']:.1f} MiB (max {over['rss_mb_max']:.1f}, "
         f"second-half growth {over['rss_mb_second_half_growth']}), peak RSS {over['peak_rss_mb']:.1f} MiB"
+        f"; second-half slope {_fmt(over['rss_mb_per_min_second_half'])} MiB/min; Python memory blocks "
+        f"{over['py_blocks_first']} -> {over['py_blocks_last']}, second-half slope "
+        f"{_fmt(over['py_blocks_per_min_second_half'])} blocks/min"
     )
     path = _common.write_results(
         "throughput",

@@ -299,14 +299,16 @@ def configure(
     _runtime.install(settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
 
 
-def flush(timeout: float = 30.0) -> bool:
+def flush(timeout: float = 30.0, *, evaluations: bool = True) -> bool:
     """Wait until every queued evaluation has finished and its telemetry is exported.
 
+    A decorated call's own span is ended and exported by faithtrace's worker a moment after the call
+    returns. With ``evaluations=False`` this waits only for those spans, not for any scoring.
     Returns False when ``timeout`` seconds passed first.
     """
     from faithtrace import _runtime
 
-    return _runtime.flush(timeout)
+    return _runtime.flush(timeout, evaluations=evaluations)
 
 
 def shutdown(timeout: float = 30.0) -> None:

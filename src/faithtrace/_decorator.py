@@ -1,9 +1,10 @@
 """``@trace_faithfulness``: the request path. Everything here runs inside the host's call, so it stays small.
 
 Per call: read the runtime, ask the sampler (O(1)); a sampled-out call then runs bare apart from one integer
-increment. A sampled-in call runs inside a span; on return, the texts are captured onto the span and a job
-is queued for the worker without blocking. The host's result and exceptions pass through untouched, and a
-call that raised is not scored.
+increment. A sampled-in call runs inside a span; on return, its texts are captured and handed to the worker
+with the still-open span, without blocking: the worker sets the attributes, ends the span at the call's own
+end time and queues the evaluation (``_finish``). The host's result and exceptions pass through untouched,
+and a call that raised is not scored (its span is ended here, with the exception recorded).
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 import wrapt
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.context import attach, detach
+from opentelemetry.trace import Span, Status, StatusCode, set_span_in_context
 
 from faithtrace import _internal, _runtime, _streams
-from faithtrace._capture import Call, CaptureError, CaptureSpec, Spec, scrub_secrets
+from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec, Spec, scrub_secrets
 from faithtrace._errors import ConfigError
+from faithtrace._finish import Returned
 from faithtrace._sampling import PARENT
-from faithtrace._telemetry import names as n
-from faithtrace._telemetry import spans
-from faithtrace._telemetry.metrics import FunctionStats, count_outcome, register
-from faithtrace._worker import Job
+from faithtrace._telemetry.metrics import FunctionStats, register
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,69 +43,54 @@ class Traced:
         offset = 1 if instance is not None and not self.is_static else 0
         return Call(instance, args, kwargs, offset, result)
 
-    def finish(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
-        """After a successful call: capture onto the span and queue the evaluation. Never raises into the
-        host, except for faithtrace bugs under pytest."""
+    def returned(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
+        """After a successful call: capture its texts and hand the span over to be finished and scored.
+
+        Only what must read the host's objects happens here (capture yields plain strings); attributes,
+        scrubbing, the span's end and its export run on the worker (see ``_finish``). Never raises into the
+        host, except for faithtrace bugs under pytest.
+        """
+        end_ns = time.time_ns()
+        handed = False
         try:
-            self._finish(rt, span, call)
+            ctx = span.get_span_context()
+            if ctx.is_valid and not ctx.trace_flags.sampled:
+                # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
+                # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
+                self.stats.sampled_out[PARENT] += 1
+                return
+            captured: Captured | None
+            try:
+                captured = self._bounded(rt, self.spec.capture(call))
+                problem = ""
+            except CaptureError as exc:
+                captured, problem = None, str(exc)
+            handed = True
+            rt.handoff(Returned(span, end_ns, time.monotonic(), self.stats, captured, problem))
         except Exception as exc:
             _internal.internal_error("capture", exc)
+        finally:
+            if not handed:
+                span.end(end_time=end_ns)
 
-    def _finish(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
-        ctx = span.get_span_context()
-        if ctx.is_valid and not ctx.trace_flags.sampled:
-            # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
-            # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
-            self.stats.sampled_out[PARENT] += 1
-            return
-        try:
-            captured = self.spec.capture(call)
-        except CaptureError as exc:
-            self._not_scored(span, str(exc))
-            return
-        recording = span.is_recording()
-        attrs = spans.rag_attributes(captured, self.name, rt.capture) if recording else {}
-        if captured.answer is None:
-            problem = "no answer found in the return value: pass answer="
-        elif captured.contexts is None:
-            problem = "no retrieved contexts found: pass contexts="
-        else:
-            problem = ""
-        if problem:
-            if recording:
-                span.set_attributes(attrs)
-            self._not_scored(span, problem)
-            return
-        assert captured.answer is not None
-        assert captured.contexts is not None
+    @staticmethod
+    def _bounded(rt: _runtime.Runtime, captured: Captured) -> Captured:
+        """The texts cut to what scoring reads: what waits for the worker must hold bounded memory, whatever
+        was retrieved. (Slicing a string that fits returns the same object: no copy in the common case.)"""
         scoring = rt.settings.scoring
-        job = Job(
-            span_context=ctx,
-            stats=self.stats,
-            query=captured.query[: scoring.max_answer_chars] if captured.query else None,
-            contexts=_capture_bounded(captured.contexts, scoring.max_context_chars + 1),
-            answer=captured.answer[: scoring.max_answer_chars + 1],
-            enqueued_ns=time.time_ns(),
-            enqueued_at=time.monotonic(),
-        )
-        if rt.submit(job):
-            attrs[n.SAMPLED] = True
-        else:
-            count_outcome(self.stats, n.OUTCOME_DROPPED)
-            attrs[n.SAMPLED] = False
-            attrs[n.SAMPLING_REASON] = "queue_full"
-        if recording:
-            span.set_attributes(attrs)
+        if captured.query is not None:
+            captured.query = captured.query[: scoring.max_answer_chars]
+        if captured.answer is not None:
+            captured.answer = captured.answer[: scoring.max_answer_chars + 1]
+        if captured.contexts is not None:
+            captured.contexts = _capture_bounded(captured.contexts, scoring.max_context_chars + 1)
+        return captured
 
-    def _not_scored(self, span: Span, problem: str) -> None:
-        count_outcome(self.stats, n.OUTCOME_CAPTURE_ERROR)
-        span.set_attributes({n.CAPTURE_ERROR: problem[:300], n.SAMPLED: False, n.FUNCTION: self.name})
-        _internal.warn_rate_limited(
-            "capture:" + self.name,
-            "faithtrace: %s is not scored: %s (your code is unaffected)",
-            self.name,
-            problem,
-        )
+
+def failed(span: Span, exc: BaseException) -> None:
+    """The host's call raised: record it and end the span here (a failed call is not scored)."""
+    record_failure(span, exc)
+    span.end()
 
 
 def record_failure(span: Span, exc: BaseException) -> None:
@@ -119,7 +104,7 @@ def record_failure(span: Span, exc: BaseException) -> None:
         _internal.internal_error("recording an exception", error)
 
 
-def _capture_bounded(contexts: list[str], max_chars: int) -> tuple[str, ...]:
+def _capture_bounded(contexts: list[str], max_chars: int) -> list[str]:
     """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
     out: list[str] = []
     budget = max_chars
@@ -128,7 +113,7 @@ def _capture_bounded(contexts: list[str], max_chars: int) -> tuple[str, ...]:
             break
         out.append(text[:budget])
         budget -= len(text)
-    return tuple(out)
+    return out
 
 
 def _is_async(fn: Any) -> bool:
@@ -186,15 +171,16 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 result = await wrapped(*args, **kwargs)
                 _count_skipped(stats, reason)
                 return result
-            with rt.tracer.start_as_current_span(
-                name, record_exception=False, set_status_on_exception=False
-            ) as span:
-                try:
-                    result = await wrapped(*args, **kwargs)
-                except BaseException as exc:
-                    record_failure(span, exc)
-                    raise
-                traced.finish(rt, span, traced.call(instance, args, kwargs, result))
+            span = rt.tracer.start_span(name)
+            token = attach(set_span_in_context(span))
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                failed(span, exc)
+                raise
+            finally:
+                detach(token)
+            traced.returned(rt, span, traced.call(instance, args, kwargs, result))
             stats.calls += 1
             return result
 
@@ -206,15 +192,18 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
             result = wrapped(*args, **kwargs)
             _count_skipped(stats, reason)
             return result
-        with rt.tracer.start_as_current_span(
-            name, record_exception=False, set_status_on_exception=False
-        ) as span:
-            try:
-                result = wrapped(*args, **kwargs)
-            except BaseException as exc:
-                record_failure(span, exc)
-                raise
-            traced.finish(rt, span, traced.call(instance, args, kwargs, result))
+        # start_span + attach rather than start_as_current_span: the same span and context, without the
+        # context manager's generator machinery, and the span stays open for the worker to end.
+        span = rt.tracer.start_span(name)
+        token = attach(set_span_in_context(span))
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            failed(span, exc)
+            raise
+        finally:
+            detach(token)
+        traced.returned(rt, span, traced.call(instance, args, kwargs, result))
         stats.calls += 1
         return result
 

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from faithtrace import _internal
+from faithtrace import _finish, _internal
 from faithtrace._config import Settings, build_settings
 from faithtrace._errors import FaithtraceError
+from faithtrace._finish import Returned
 from faithtrace._sampling import Sampler
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
@@ -32,7 +33,10 @@ from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
 if TYPE_CHECKING:
     from faithtrace.judge.client import Judge
 
-_ENDPOINT_RETRY_S = 60.0  # after the judge endpoint failed to come up, fail evaluations fast for this long
+_ENDPOINT_RETRY_S = 60.0
+# Returned calls waiting for the worker to finish their spans. Each holds at most the capped texts of one
+# call (contexts and answer are cut to the scoring limits on the request path), so this bounds the memory.
+_INBOX_SIZE = 1024  # after the judge endpoint failed to come up, fail evaluations fast for this long
 
 
 async def _off_loop(func: Callable[[], object]) -> None:
@@ -42,6 +46,10 @@ async def _off_loop(func: Callable[[], object]) -> None:
         # At interpreter exit the default executor refuses new work; the flush at exit must still score
         # what is queued, so block this (faithtrace's own) loop instead.
         func()
+
+
+def _refuse(job: Job) -> bool:
+    return False
 
 
 class Runtime:
@@ -63,17 +71,43 @@ class Runtime:
         self._judge_ready = False
 
     # --- request path --------------------------------------------------------------------------------------
-    def submit(self, job: Job) -> bool:
+    def handoff(self, item: Returned) -> None:
+        """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
-        return worker is not None and worker.submit(job)
+        if worker is None:
+            _finish.finish(self, item, _refuse)
+        elif not worker.handoff(item):
+            _finish.finish(self, item, worker.offer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
                 w = self.settings.worker
-                self._worker = Worker(self.evaluate, queue_size=w.queue_size, concurrency=w.concurrency)
+                self._worker = Worker(
+                    lambda item, offer: _finish.finish(self, item, offer),
+                    self.evaluate,
+                    queue_size=w.queue_size,
+                    concurrency=w.concurrency,
+                    inbox_size=_INBOX_SIZE,
+                )
             return self._worker
+
+    def flush_spans(self, timeout: float) -> bool:
+        """Wait until every returned call's span has ended (not for scoring)."""
+        worker = self._worker
+        if worker is None:
+            return True
+        done = worker.flush(timeout, spans_only=True)
+        self._raise_kept(worker)
+        return done
+
+    @staticmethod
+    def _raise_kept(worker: Worker) -> None:
+        """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
+        if worker.errors and _internal.should_raise():
+            errors, worker.errors = worker.errors, []
+            raise errors[0]
 
     def depth(self) -> int:
         worker = self._worker
@@ -161,9 +195,8 @@ class Runtime:
         deadline = time.monotonic() + timeout
         worker = self._worker
         done = worker.flush(timeout) if worker is not None else True
-        if worker is not None and worker.errors and _internal.should_raise():
-            errors, worker.errors = worker.errors, []
-            raise errors[0]
+        if worker is not None:
+            self._raise_kept(worker)
         for provider in self._providers():
             setup.force_flush(provider, deadline - time.monotonic())
         return done
@@ -228,9 +261,16 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
         old.close(old.settings.worker.shutdown_timeout_s)
 
 
-def flush(timeout: float) -> bool:
+def flush(timeout: float, *, evaluations: bool = True) -> bool:
     rt = RUNTIME
-    return rt.flush(timeout) if rt is not None else True
+    if rt is None:
+        return True
+    if not evaluations:
+        deadline = time.monotonic() + timeout
+        done = rt.flush_spans(timeout)
+        setup.force_flush(rt._providers()[0], deadline - time.monotonic())
+        return done
+    return rt.flush(timeout)
 
 
 def shutdown(timeout: float) -> None:

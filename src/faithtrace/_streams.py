@@ -46,17 +46,13 @@ class _Stream:
     def done(self) -> None:
         traced = self.traced
         call = traced.call(self.instance, self.args, self.kwargs, "".join(self.parts))
-        try:
-            traced.finish(self.rt, self.span, call)
-        finally:
-            self.span.end()
-            traced.stats.calls += 1
+        traced.returned(self.rt, self.span, call)  # ends the span, now or on the worker
+        traced.stats.calls += 1
 
     def failed(self, exc: BaseException) -> None:
-        from faithtrace._decorator import record_failure
+        from faithtrace._decorator import failed
 
-        record_failure(self.span, exc)
-        self.span.end()
+        failed(self.span, exc)
 
 
 def traced_gen(

@@ -1,14 +1,24 @@
-"""The background scorer: a bounded queue feeding coroutines on faithtrace's own thread and event loop.
+"""The background side: finishing the spans of sampled-in calls, and scoring them on faithtrace's own loop.
 
-The host's threads only ever call ``submit()``, which never blocks: a full queue refuses the job. The worker
-never touches the host's event loop. It knows nothing about prompts or telemetry: it runs a handler per job.
+Two bounded stages, both fed without blocking and both drained by one dispatcher thread:
+
+* the **inbox**: calls that returned, handed over by the request path as they are (a live span, its end
+  time, the captured texts). Setting the span's attributes, scrubbing and capping the texts, ending the span
+  (and with it the exporter's work) and deciding whether the call is scored all happen here, off the host's
+  thread. A full inbox makes the host finish its own span (see ``_finish``), so memory stays bounded.
+* the **jobs**: evaluations waiting for one of ``concurrency`` slots on the event loop. A job that finds them
+  full is dropped and counted by the caller.
+
+The host's threads only ever call ``handoff()``: a length check, a deque append and, when the dispatcher is
+asleep, one event set. The worker knows nothing about prompts or telemetry; it runs the two callables it is
+given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -19,37 +29,52 @@ from opentelemetry.trace import SpanContext
 if TYPE_CHECKING:
     from faithtrace._telemetry.metrics import FunctionStats
 
-_STOP: Final = object()
 _MAX_KEPT_ERRORS: Final = 20
+# Spans finished per turn before the dispatcher lets the host's threads have the GIL back: a backlog is
+# worked off in slices of well under a millisecond instead of one long stall of the host.
+_SLICE: Final = 256
+_IDLE_WAIT_S: Final = 1.0  # a safety net only: every state change that matters sets the wake event
 
 
 class Job(NamedTuple):
-    """One evaluation to run: plain text and ids only, nothing mutable from the host.
-
-    A named tuple rather than a frozen dataclass: it is built on the request path, where that is cheaper.
-    """
+    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
 
     span_context: SpanContext  # the RAG span the evaluation belongs to
     stats: FunctionStats  # the decorated function's counters
     query: str | None
     contexts: tuple[str, ...]
     answer: str
-    enqueued_ns: int  # wall clock, for the evaluation span
+    enqueued_ns: int  # wall clock when the call returned, for the evaluation span
     enqueued_at: float  # monotonic, for durations
 
 
 class Worker:
-    """A dispatcher thread takes jobs off the queue as concurrency slots free up and runs them on the loop."""
+    """A dispatcher thread that finishes handed-over calls and starts jobs as slots free up."""
 
     def __init__(
-        self, handler: Callable[[Job], Awaitable[None]], *, queue_size: int, concurrency: int
+        self,
+        finish: Callable[[Any, Callable[[Job], bool]], None],
+        handler: Callable[[Job], Awaitable[None]],
+        *,
+        queue_size: int,
+        concurrency: int,
+        inbox_size: int,
     ) -> None:
+        self._finish = finish
         self._handler = handler
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
-        self._slots = threading.BoundedSemaphore(concurrency)
-        self._closed = False
-        self._loop_stopping = False
-        self.errors: list[BaseException] = []  # handler failures (faithtrace bugs), surfaced by flush()
+        self._inbox: collections.deque[Any] = collections.deque()
+        self._inbox_size = inbox_size
+        self._jobs: collections.deque[Job] = collections.deque()
+        self._queue_size = queue_size
+        self._concurrency = concurrency
+        self._running = 0
+        self._busy = False  # the dispatcher holds items it took off the inbox
+        self._sleeping = False
+        self._wake = threading.Event()
+        self._idle = threading.Condition()  # notified when the worker may have become idle (flush waits)
+        self._closed = False  # no more handoffs or jobs
+        self._stopping = False  # the dispatcher exits after its next turn
+        self.errors: list[BaseException] = []  # faithtrace bugs in either stage, surfaced by flush()
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._run_loop, name="faithtrace-loop", daemon=True)
         self._dispatcher = threading.Thread(target=self._dispatch, name="faithtrace-dispatch", daemon=True)
@@ -57,59 +82,75 @@ class Worker:
         self._dispatcher.start()
 
     # --- host side -----------------------------------------------------------------------------------------
-    def submit(self, job: Job) -> bool:
-        """Queue ``job``; False (at once, never blocking) when the queue is full or the worker is closed."""
-        if self._closed:
+    def handoff(self, item: Any) -> bool:
+        """Pass a returned call on for finishing; False (at once) when the inbox is full or closed."""
+        inbox = self._inbox
+        if self._closed or len(inbox) >= self._inbox_size:
             return False
-        try:
-            self._queue.put_nowait(job)
-        except queue.Full:
+        inbox.append(item)
+        if self._sleeping:
+            self._wake.set()
+        return True
+
+    def offer(self, job: Job) -> bool:
+        """Queue an evaluation; False when the queue is full or the worker is stopping (the job is dropped).
+
+        Calls handed over before ``close()`` still queue theirs: shutdown scores what was already taken.
+        """
+        if self._stopping or len(self._jobs) >= self._queue_size:
             return False
+        self._jobs.append(job)
+        if self._sleeping:
+            self._wake.set()
         return True
 
     def depth(self) -> int:
-        """Jobs queued or running."""
-        return self._queue.unfinished_tasks
+        """Calls and evaluations not finished yet: in the inbox, queued or running."""
+        return len(self._inbox) + len(self._jobs) + self._running
 
-    def flush(self, timeout: float) -> bool:
-        """Wait until every job submitted so far has finished; False on timeout."""
+    def _is_idle(self) -> bool:
+        return not (self._inbox or self._jobs or self._running or self._busy)
+
+    def flush(self, timeout: float, *, spans_only: bool = False) -> bool:
+        """Wait until everything handed over so far is finished (with ``spans_only``, only until every span
+        has ended, not for the scoring); False on timeout."""
         deadline = time.monotonic() + max(0.0, timeout)
-        cond = self._queue.all_tasks_done
-        with cond:
-            while self._queue.unfinished_tasks:
+        done = self._spans_done if spans_only else self._is_idle
+        self._wake.set()
+        with self._idle:
+            while not done():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                cond.wait(remaining)
+                # Short waits: the idle notification may race with this check, and a poll costs nothing here.
+                self._idle.wait(min(remaining, 0.05))
         return True
 
-    def close(self, timeout: float) -> int:
-        """Stop taking jobs, finish what is queued within ``timeout``, cancel the rest.
+    def _spans_done(self) -> bool:
+        return not (self._inbox or self._busy)
 
-        Returns how many queued jobs were abandoned (never started).
+    def close(self, timeout: float) -> int:
+        """Stop taking work, finish what is queued within ``timeout``, cancel the rest.
+
+        Every span handed over is ended whatever the timeout: that is quick and never waits on the judge.
+        Returns how many queued evaluations were abandoned (never started).
         """
         self._closed = True
         deadline = time.monotonic() + max(0.0, timeout)
         self.flush(timeout)
-        abandoned = 0
-        while True:  # what is still waiting will not run now
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _STOP:
-                abandoned += 1
-            self._queue.task_done()
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_STOP)
-        self._loop_stopping = True
+        self._stopping = True
+        self._wake.set()
+        self._dispatcher.join(timeout=max(1.0, deadline - time.monotonic()))
+        if self._dispatcher.is_alive():  # stuck in a host span processor: end what is left ourselves
+            self._drain_inbox()
+        abandoned = len(self._jobs)
+        self._jobs.clear()
         if self._loop.is_running():
             future = asyncio.run_coroutine_threadsafe(self._cancel_running(), self._loop)
             with contextlib.suppress(Exception):
                 future.result(timeout=max(0.1, deadline - time.monotonic()) + 1.0)
         with contextlib.suppress(RuntimeError):  # also stops a loop that has not started running yet
             self._loop.call_soon_threadsafe(self._loop.stop)
-        self._dispatcher.join(timeout=1.0)
         self._loop_thread.join(timeout=1.0)
         return abandoned
 
@@ -125,21 +166,55 @@ class Worker:
 
     def _dispatch(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is _STOP:
-                self._queue.task_done()
+            self._drain_inbox()
+            if not self._stopping:
+                self._start_jobs()
+            with self._idle:
+                self._idle.notify_all()
+            if self._stopping:
+                self._drain_inbox()
                 return
-            self._slots.acquire()
-            if self._closed and self._loop_stopping:  # shutdown gave up on what was still waiting
-                self._slots.release()
-                self._queue.task_done()
-                continue
+            # Announce sleep before the last look at the inbox: a handoff after that look sees the flag and
+            # sets the event, one before it is seen here, so no wake-up is lost.
+            self._sleeping = True
+            if not self._inbox and not (self._jobs and self._running < self._concurrency):
+                self._wake.wait(_IDLE_WAIT_S)
+            self._sleeping = False
+            self._wake.clear()
+
+    def _drain_inbox(self) -> None:
+        inbox = self._inbox
+        while inbox:
+            self._busy = True
             try:
-                asyncio.run_coroutine_threadsafe(self._run_job(item), self._loop)
+                for _ in range(_SLICE):
+                    try:
+                        item = inbox.popleft()
+                    except IndexError:
+                        break
+                    try:
+                        self._finish(item, self.offer)
+                    except BaseException as exc:  # the finisher swallows all but faithtrace bugs under pytest
+                        self._keep(exc)
+            finally:
+                self._busy = False
+            time.sleep(0)  # let the host's threads run between slices
+
+    def _start_jobs(self) -> None:
+        while self._jobs and self._running < self._concurrency:
+            # Counted as running before it leaves the queue, so flush() never sees it in neither place.
+            with self._idle:  # the loop thread decrements it
+                self._running += 1
+            job = self._jobs.popleft()
+            try:
+                asyncio.run_coroutine_threadsafe(self._run_job(job), self._loop)
             except RuntimeError:  # the loop is gone (closing): the job cannot run
-                self._slots.release()
-                self._queue.task_done()
+                self._job_done()
                 return
+
+    def _keep(self, exc: BaseException) -> None:
+        if len(self.errors) < _MAX_KEPT_ERRORS:
+            self.errors.append(exc)
 
     async def _run_job(self, job: Job) -> None:
         try:
@@ -147,11 +222,16 @@ class Worker:
         except asyncio.CancelledError:
             pass
         except BaseException as exc:  # the handler swallows everything but faithtrace bugs under pytest
-            if len(self.errors) < _MAX_KEPT_ERRORS:
-                self.errors.append(exc)
+            self._keep(exc)
         finally:
-            self._slots.release()
-            self._queue.task_done()
+            self._job_done()
+
+    def _job_done(self) -> None:
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
+        if self._jobs:
+            self._wake.set()
 
     async def _cancel_running(self) -> None:
         current = asyncio.current_task()

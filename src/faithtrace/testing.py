@@ -57,8 +57,22 @@ class FaithtraceCapture:
         return faithtrace.flush(timeout)
 
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
+        """The finished spans (named ``name``). A decorated call's span is ended by faithtrace's worker a
+        moment after the call returns; this waits for those first, so a test need not ``flush()`` to see it.
+        """
+        self._settle()
         spans = list(self.span_exporter.get_finished_spans())
         return [s for s in spans if name is None or s.name == name]
+
+    @staticmethod
+    def _settle() -> None:
+        """Wait for the worker to finish the calls handed to it (their spans, and the queue-or-drop
+        decision behind the ``dropped`` count), without waiting for any scoring."""
+        from faithtrace import _runtime
+
+        rt = _runtime.RUNTIME
+        if rt is not None:
+            rt.flush_spans(10.0)
 
     def evaluation_spans(self) -> list[ReadableSpan]:
         from faithtrace._telemetry.names import EVALUATION_SPAN
@@ -67,6 +81,7 @@ class FaithtraceCapture:
 
     def metrics(self) -> dict[str, Any]:
         """Metric name → metric data (the SDK's ``Sum``/``Histogram``/``Gauge``), collected now."""
+        self._settle()
         found: dict[str, Any] = {}
         data = self.metric_reader.get_metrics_data()
         for resource in data.resource_metrics if data is not None else []:
