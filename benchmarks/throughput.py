@@ -66,6 +66,8 @@ def _host_loop(
         if on_tick is not None and t0 - last_tick >= 1.0:
             on_tick()
             last_tick = t0
+    if on_tick is not None:
+        on_tick()  # the last sample, before the latencies become a list of float objects
     return list(latencies)
 
 
@@ -154,7 +156,6 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
 
     tick()
     saturated = _host_loop(fn, args.host_rate, args.overload_seconds, tick)
-    tick()
     after = ft.exporter.snapshot()
     # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
     ft.refill(fn, args.queue_size)
