@@ -81,7 +81,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     assert row["evaluations"] == row["jobs"] == 4
     assert row["scored"] == 4
     assert row["errors"] == 0
-    assert row["judge_calls_per_eval"] >= 2  # claims + verdicts at least, each over loopback HTTP
+    assert row["judge_calls_per_eval"] >= 1  # the verdict call at least, over loopback HTTP
     over = data["overload"]
     assert set(over["host_latency"]) == {
         "undecorated, worker idle",
@@ -121,7 +121,7 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
     ft = data["systems"]["faithtrace"]
     assert ft["rows"] == 2
     assert ft["invalid_rate"] == 0.0
-    assert ft["llm_calls_per_eval"] >= 2
+    assert ft["llm_calls_per_eval"] >= 1
     assert ft["input_tokens_per_eval"] > 0
     rows_file = tmp_path / "accuracy_rows.jsonl"
     per_row = [json.loads(x) for x in rows_file.read_text().splitlines()]

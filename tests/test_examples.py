@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import faithtrace
-from _fake_judge import MODEL, REASON_TEXT, FakeJudge
+from _fake_judge import MODEL, FakeJudge
 from faithtrace._telemetry import names as n
 from faithtrace.judge.local import LocalEndpoint
 from faithtrace.testing import FaithtraceCapture
@@ -95,8 +95,8 @@ def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
         assert view.function == "support-bot"
         assert view.contexts == [d.text for d in knowledge.retrieve(question)]
         assert view.outcome == "scored"
-        # One "chat ..." span per judge request: claims and verdicts at least (a reason only when needed).
-        assert view.judge_spans == sum(s.llm_calls for s in view.steps) >= 2
+        # One "chat ..." span per judge request: the verdicts at least (claims are split in code by default).
+        assert view.judge_spans == sum(s.llm_calls for s in view.steps) >= 1
 
     assert (faithful.score, faithful.label) == (1.0, "pass")
     assert [c.verdict for c in faithful.claims] == ["yes", "yes"]
@@ -104,7 +104,8 @@ def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
     assert (contradicted.score, contradicted.label) == (0.5, "fail")
     assert [c.verdict for c in contradicted.claims] == ["yes", "idk"]
     assert "4 years" in contradicted.claims[1].text
-    assert contradicted.explanation == REASON_TEXT
+    # The reason is written from the verdicts and names the claim that let the answer down.
+    assert "4 years" in contradicted.explanation
     assert (contradicted.yes, contradicted.no, contradicted.idk) == (1, 0, 1)
 
     assert embellished.label == "fail"

@@ -21,14 +21,20 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
-from faithtrace import CaptureOptions, SamplingOptions, trace_faithfulness
+from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
 
 ANSWER = "Paris is the capital of France. The Seine never flows through Paris. Paris has a famous museum."
 
 
+_ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True)
+
+
 def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    # Every step on the judge (claims, verdicts, reason), so each kind of telemetry shows up.
+    ft.configure(judge=fake_judge.settings(), scoring=_ALL_STEPS_ON_THE_JUDGE)
+
     @trace_faithfulness(name="support-bot")
     def answer(question: str, contexts: list[str]) -> str:
         return ANSWER
@@ -107,6 +113,28 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     assert len(ft.spans()) == 1 + 1 + 3
 
 
+def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCapture) -> None:
+    # Claims are the answer's sentences (split in code) and the reason is a template: the verdicts are the
+    # only judge call, and the step events still account for all three steps.
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT])
+    assert ft.flush()
+    evaluation = evaluation_of(ft, ft.spans("support-bot")[0])
+    assert evaluation.attributes[n.EVAL_LLM_CALLS] == 1
+    steps = {e.attributes[n.STEP_NAME]: e.attributes for e in evaluation.events if e.name == n.STEP_EVENT}
+    calls_per_step = {name: s[n.STEP_LLM_CALLS] for name, s in steps.items()}
+    assert calls_per_step == {"claims": 0, "verdicts": 1, "reason": 0}
+    assert steps["claims"][n.GEN_AI_USAGE_INPUT_TOKENS] == 0
+    assert steps["verdicts"][n.GEN_AI_USAGE_INPUT_TOKENS] == evaluation.attributes[n.EVAL_INPUT_TOKENS] > 0
+    calls = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    assert [c.attributes[n.STEP_NAME] for c in calls] == ["verdicts"]
+    (result,) = [e for e in evaluation.events if e.name == n.GEN_AI_EVALUATION_RESULT_EVENT]
+    assert result.attributes[n.GEN_AI_EVALUATION_EXPLANATION]  # written without a judge call
+
+
 def test_claim_events_are_capped_with_the_total_noted(ft: FaithtraceCapture, fake_judge: Any) -> None:
     ft.configure(judge=fake_judge.settings(), capture=CaptureOptions(max_claim_events=1))
 
@@ -123,6 +151,8 @@ def test_claim_events_are_capped_with_the_total_noted(ft: FaithtraceCapture, fak
 
 
 def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    ft.configure(judge=fake_judge.settings(), scoring=_ALL_STEPS_ON_THE_JUDGE)
+
     @trace_faithfulness(name="bot")
     def answer(question: str, contexts: list[str]) -> str:
         return ANSWER
@@ -206,7 +236,8 @@ def test_priced_judge_reports_cost_and_respects_the_usd_budget(
     assert isinstance(cost, float)
     assert cost > 0
     steps = [e.attributes for e in evaluation.events if e.name == n.STEP_EVENT]
-    assert sum(s[n.STEP_COST_USD] for s in steps) == pytest.approx(cost)
+    # Steps that made no judge call (claims split in code, the template reason) carry no cost.
+    assert sum(s.get(n.STEP_COST_USD, 0.0) for s in steps) == pytest.approx(cost)
     (spent,) = ft.points(n.METRIC_JUDGE_COST)
     assert spent.value == pytest.approx(cost)
     assert dict(spent.attributes) == {n.FUNCTION: "priced", n.GEN_AI_REQUEST_MODEL: "openai/gpt-4o-mini"}

@@ -268,7 +268,7 @@ def test_internal_errors_are_swallowed_counted_and_warned_outside_tests(
     assert "your code is unaffected" in warnings[0]
 
 
-# --- the hand-off: spans are finished on the worker ----------------------------------------------------------
+# --- the hand-off: spans are finished on the worker ---------------------------------------------------------
 class _BlockingProcessor(SpanProcessor):
     """A host span processor whose ``on_end`` blocks on faithtrace's dispatcher thread until released: a slow
     exporter, as far as faithtrace can tell."""
@@ -326,7 +326,7 @@ def test_a_full_inbox_is_finished_on_the_host_thread(
     _wait_until(blocking.blocked.is_set)  # the dispatcher holds the first call
     assert [answer(QUESTION, [CONTEXT]) for _ in range(5)] == [FAITHFUL] * 5
     # Two calls wait in the inbox; the other three found it full and were finished by the caller, at once.
-    # (The first call's span is exported too: the in-memory exporter's processor runs before the blocking one.)
+    # (The first call's span is exported too: the in-memory exporter's processor runs before ours.)
     exported = ft.span_exporter.get_finished_spans()
     assert len(exported) == 1 + 3
     assert all(s.attributes[n.SAMPLED] is True for s in exported)
