@@ -119,6 +119,10 @@ def main() -> int:
             parts.append(render(json.loads(path.read_text())))
         else:
             parts.append(f"### {name}\n\nnot run yet (`python benchmarks/{name}.py`)\n")
+    # Extra accuracy runs on named subsets (e.g. ``--out results/accuracy-holdout.json``), after the main one.
+    for path in sorted((HERE / "results").glob("accuracy-*.json")):
+        if path.stem != "accuracy-quick":
+            parts.append(accuracy(json.loads(path.read_text())))
     readme = HERE / "README.md"
     text = readme.read_text()
     head = text.split(MARKER)[0]
