@@ -131,11 +131,13 @@ CONTEXTS = [
     "The Eiffel Tower is a wrought-iron lattice tower in Paris, completed in 1889 for the World's Fair.",
     "The tower is about 330 metres tall.",
 ]
+# Worded from the contexts, as a grounded answer is: faithtrace's lexical check turns a "yes" for a claim
+# whose words the documents lack into "idk", which would move these scores.
 FAITHFUL_CLAIMS = [
-    "The Eiffel Tower stands in Paris.",
+    "The Eiffel Tower is in Paris.",
     "It was completed in 1889.",
     "It is about 330 metres tall.",
-    "It was built for the 1889 World's Fair.",
+    "It was completed for the 1889 World's Fair.",
 ]
 # One fact changed: 3 of 4 claims supported, score 0.75 (passes the default 0.7 threshold, yet a 25% drop).
 DRIFTED_CLAIMS = [*FAITHFUL_CLAIMS[:2], "It is about 500 metres tall.", FAITHFUL_CLAIMS[3]]

@@ -28,7 +28,6 @@ import faithtrace
 # The fixtures (fake_judge, phoenix_server) come from these modules.
 from _fake_judge import (
     MODEL,
-    REASON_TEXT,
     FakeJudge,
     fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
 )
@@ -123,7 +122,11 @@ def _check_trace(
     assert result[n.GEN_AI_EVALUATION_NAME] == n.EVALUATION_NAME_FAITHFULNESS
     assert result[n.GEN_AI_EVALUATION_SCORE_VALUE] == pytest.approx(score)
     assert result[n.GEN_AI_EVALUATION_SCORE_LABEL] == label
-    assert result[n.GEN_AI_EVALUATION_EXPLANATION] == REASON_TEXT
+    # The reason is written from the verdicts: it names every claim that let the answer down.
+    explanation = result[n.GEN_AI_EVALUATION_EXPLANATION]
+    assert explanation
+    for claim, verdict in zip(claims, verdicts, strict=True):
+        assert (claim in explanation) is (verdict != "yes"), explanation
 
     # One event per claim, with the judge's verdict and reason.
     claim_events = sorted(_events(evaluation, n.CLAIM_EVENT), key=lambda c: c[n.CLAIM_INDEX])
@@ -134,12 +137,17 @@ def _check_trace(
     # One event per pipeline step, with its model, tokens and time.
     steps = {s[n.STEP_NAME]: s for s in _events(evaluation, n.STEP_EVENT)}
     assert {"claims", "verdicts", "reason"} <= set(steps)
-    for name in ("claims", "verdicts", "reason"):
-        step = steps[name]
-        assert step[n.GEN_AI_REQUEST_MODEL] == MODEL
-        assert step[n.GEN_AI_USAGE_INPUT_TOKENS] > 0
-        assert step[n.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
-        assert step[n.STEP_LLM_CALLS] == 1
+    # By default only the verdicts ask the judge: the claims are the answer's sentences and the reason is a
+    # template, and those steps say so (no calls, no tokens, no model).
+    verdict_step = steps["verdicts"]
+    assert verdict_step[n.GEN_AI_REQUEST_MODEL] == MODEL
+    assert verdict_step[n.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    assert verdict_step[n.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
+    assert verdict_step[n.STEP_LLM_CALLS] == 1
+    for name in ("claims", "reason"):
+        assert steps[name][n.STEP_LLM_CALLS] == 0
+        assert steps[name][n.GEN_AI_USAGE_INPUT_TOKENS] == 0
+    for step in steps.values():
         assert step[n.STEP_DURATION] >= 0
 
     # A GenAI client span per judge call, children of the evaluation span; their tokens add up to the steps'.

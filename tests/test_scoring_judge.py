@@ -49,7 +49,7 @@ def test_faithful_and_hallucinated_answers(local_judge: Any) -> None:
     for result in (faithful, hallucinated):
         assert result.cost_usd is None  # a local model has no price
         assert result.input_tokens > 0
-        assert result.llm_calls >= 2
+        assert result.llm_calls >= 1  # the verdicts; claims are the answer's sentences, split in code
         assert {s.step for s in result.steps} >= {"claims", "verdicts"}
 
 
