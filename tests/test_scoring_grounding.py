@@ -98,7 +98,9 @@ async def test_default_pipeline_makes_one_call_and_grounds_the_judges_yes(fake_j
     assert [(s.step, s.llm_calls) for s in result.steps] == [("claims", 0), ("verdicts", 1), ("reason", 0)]
     assert len(fake_judge.requests) == 1
     prompt = user_prompt(fake_judge.requests[0])
-    assert "<question>\nHow do I cook a pork roast?\n</question>" in prompt
+    # The question is not shown to the verdict step: the small judge then marked true claims that do not
+    # answer it as contradicted.
+    assert "How do I cook a pork roast?" not in prompt
     assert "1. Preheat the oven to 350 degrees F.\n2. Rub the roast" in prompt
     assert "Based on the provided passages" not in prompt
     schema = fake_judge.requests[0]["response_format"]["json_schema"]["schema"]

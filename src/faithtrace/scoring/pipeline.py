@@ -307,7 +307,10 @@ async def run_pipeline(
                     documents=documents,
                     claims=claims,
                     truths=run.truths,
-                    question=question,
+                    # Not the question: shown it, the small local judge marked true claims that do not
+                    # answer it as contradicted (a faithful answer to the demo's range question scored 0.5
+                    # for "A full charge takes about 4 hours."). Relevance is not faithfulness.
+                    question=None,
                     evidence=grounding.evidence(claims, documents) if by_evidence else None,
                 ),
                 options.verdict_batch_size,
