@@ -176,6 +176,61 @@ async def test_lexical_absence_check_overrules_the_judges_idk_but_never_its_no(f
     assert result.score == 0.25
 
 
+def test_a_negated_claim_differs_in_polarity_from_its_evidence() -> None:
+    docs = ["Madrid is the capital of Spain. Barcelona is the largest city of Catalonia."]
+    negated, same = grounding.check_claims(
+        ["Madrid is not the capital of Spain.", "Madrid is the capital of Spain."], docs, None
+    )
+    assert not negated.unsupported(grounding.MAX_MISSING_SHARE)  # "not" is no content word
+    assert negated.polarity_differs
+    assert not same.polarity_differs
+
+
+def test_a_claims_numbers_must_be_in_its_own_evidence_not_anywhere_in_the_documents() -> None:
+    docs = ["Batteries are covered by the warranty for 2 years.", "A full charge takes about 4 hours."]
+    swapped, right = grounding.check_claims(
+        ["Batteries are covered by the warranty for 4 years.", "A full charge takes about 4 hours."],
+        docs,
+        "How long are batteries covered?",
+    )
+    assert swapped.numbers_missing == ("4",)
+    assert swapped.unsupported(grounding.MAX_MISSING_SHARE)
+    assert right.numbers_missing == ()
+    # Anywhere in the documents, as ``check_all`` looks, the swapped number would pass.
+    assert (
+        grounding.check_all(["Batteries are covered by the warranty for 4 years."], docs)[0].numbers_missing
+        == ()
+    )
+    # A number the question asks about may be repeated by the answer.
+    (asked,) = grounding.check_claims(["The warranty covers batteries for 3 years."], docs, "Is it 3 years?")
+    assert asked.numbers_missing == ()
+
+
+async def test_lexical_contradiction_check_overrules_a_no_only_for_grounded_claims(
+    fake_judge: FakeJudge,
+) -> None:
+    # Claims: grounded (judge no -> yes), a number from another sentence, words missing, the documents'
+    # words negated (judge no stays for those three).
+    fake_judge.on("verdicts", verdicts_json("no", "no", "no", "no", reasons=False))
+    answer = (
+        "Rub the roasts with two tablespoons of seasoning. Roast the pork for 350 minutes per pound. "
+        "Wrap the roast in PVC foil with garlic butter and rosemary. Do not preheat the oven."
+    )
+
+    result = await faithtrace.aevaluate(
+        None,
+        [DOC],
+        answer,
+        judge=fake_judge.settings(),
+        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
+    )
+
+    assert [c.verdict for c in result.claims] == ["yes", "no", "no", "no"]
+    assert result.claims[0].reason == grounding.OVERRULED_NOTE
+    assert result.score == 0.25
+    assert result.faithfulness == 0.25
+
+
 async def test_absence_check_defaults_to_the_judge_for_hosted_models(fake_judge: FakeJudge) -> None:
     fake_judge.on("verdicts", verdicts_json("idk", reasons=False))
     result = await faithtrace.aevaluate(
@@ -189,6 +244,8 @@ def test_auto_options_pick_the_local_behaviour_only_for_the_embedded_judge() -> 
     local, hosted = JudgeSettings(model=None), JudgeSettings(model="openai/gpt-4o-mini")
     assert local_mode(ScoringOptions().absence_check, local, "lexical", "judge") == "lexical"
     assert local_mode(ScoringOptions().absence_check, hosted, "lexical", "judge") == "judge"
+    assert local_mode(ScoringOptions().contradiction_check, local, "lexical", "judge") == "lexical"
+    assert local_mode(ScoringOptions().contradiction_check, hosted, "lexical", "judge") == "judge"
     assert local_mode(ScoringOptions().verdict_context, local, "evidence", "documents") == "evidence"
     assert local_mode("judge", local, "lexical", "judge") == "judge"
 

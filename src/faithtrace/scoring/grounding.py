@@ -12,6 +12,7 @@ all occur in the documents is taken as found. A "no" is never overruled: contrad
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -107,6 +108,10 @@ _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
 MAX_MISSING_SHARE = 0.3
 # The reason on a judge's "idk" that the lexical check turned into "yes" (ScoringOptions.absence_check).
 FOUND_NOTE = "the judge was unsure; the documents contain the claim's numbers and words"
+# The reason on a judge's "no" that the lexical check turned into "yes" (ScoringOptions.contradiction_check).
+OVERRULED_NOTE = (
+    "the judge said no, but the claim's evidence contains its numbers and the documents its words"
+)
 # "[date]", "[Your Name]": a template's placeholders assert nothing.
 _PLACEHOLDER = re.compile(r"\[[^\[\]\n]{1,60}\]")
 _PREFIX = 5  # a crude stem: "seasoned" and "seasoning" share "seaso"
@@ -150,6 +155,9 @@ class Grounding:
     numbers_missing: tuple[str, ...]
     words_missing: tuple[str, ...]
     content_words: int
+    # The claim is negated and its evidence is not, or the other way round ("does not accept returns" against
+    # "accepts returns"): every word can be in the documents while the claim says the opposite.
+    polarity_differs: bool = False
 
     @property
     def missing_share(self) -> float:
@@ -163,9 +171,14 @@ class Grounding:
         return f"not in the documents: {shown}"
 
 
-def check(statement: str, vocabulary: Vocabulary) -> Grounding:
-    """Which of ``statement``'s numbers and content words the reference text never uses."""
-    numbers: list[str] = []
+def check(statement: str, vocabulary: Vocabulary, numbers: frozenset[str] | None = None) -> Grounding:
+    """Which of ``statement``'s numbers and content words the reference text never uses.
+
+    ``numbers``: where the statement's numbers must occur (its evidence sentences and the question) instead
+    of anywhere in the reference text.
+    """
+    found_numbers = vocabulary.stems if numbers is None else numbers
+    missing_numbers: list[str] = []
     words: list[str] = []
     content = 0
     seen: set[str] = set()
@@ -174,18 +187,48 @@ def check(statement: str, vocabulary: Vocabulary) -> Grounding:
             continue
         seen.add(tok)
         if tok[0].isdigit():
-            if tok not in vocabulary.stems:
-                numbers.append(tok)
+            if tok not in found_numbers:
+                missing_numbers.append(tok)
             continue
         content += 1
         if _stem(tok) not in vocabulary.stems:
             words.append(tok)
-    return Grounding(tuple(numbers), tuple(words), content)
+    return Grounding(tuple(missing_numbers), tuple(words), content)
 
 
 def check_all(statements: Sequence[str], reference: Iterable[str]) -> list[Grounding]:
     vocabulary = Vocabulary.of(reference)
     return [check(s, vocabulary) for s in statements]
+
+
+def check_claims(claims: Sequence[str], documents: Sequence[str], question: str | None) -> list[Grounding]:
+    """``check`` per claim, with each claim's numbers looked up where the claim's words are.
+
+    A number the documents use for something else does not ground a claim: "batteries are covered for 4
+    years" is not supported by "covered for 2 years" because "a charge takes 4 hours" is in another sentence.
+    So numbers must occur in the document sentences that share the most of the claim's words (as many as the
+    local judge is shown as evidence) or in the question.
+    """
+    vocabulary = Vocabulary.of([*documents, question or ""])
+    sentences = document_sentences(documents)
+    keyed = [_keys(s) for s in sentences]
+    asked = {t for t in _tokens(question or "") if t[0].isdigit()}
+    out = []
+    for claim in claims:
+        # Picked by words alone: a sentence sharing only the number must not vouch for it.
+        near = _best(_keys(claim), keyed, EVIDENCE_SENTENCES, number_weight=0)
+        numbers = {t for i in near for t in _tokens(sentences[i]) if t[0].isdigit()}
+        got = check(claim, vocabulary, frozenset(numbers | asked))
+        differs = bool(near) and _negated(claim) != any(_negated(sentences[i]) for i in near)
+        out.append(dataclasses.replace(got, polarity_differs=differs))
+    return out
+
+
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+
+
+def _negated(text: str) -> bool:
+    return _NEGATION.search(text) is not None
 
 
 # --- evidence for the local judge --------------------------------------------------------------------------
@@ -232,21 +275,23 @@ def _keys(text: str) -> set[str]:
     }
 
 
+def _best(want: set[str], keyed: Sequence[set[str]], k: int, number_weight: int = 2) -> list[int]:
+    """The indexes of the ``k`` sentences sharing the most of ``want``, in order."""
+    scored = []
+    for i, have in enumerate(keyed):
+        score = sum(number_weight if key[0].isdigit() else 1 for key in want & have)
+        if score:
+            scored.append((-score, i))
+    return sorted(i for _, i in sorted(scored)[:k])
+
+
 def evidence(claims: Sequence[str], documents: Sequence[str]) -> list[str]:
     """Per claim, the document sentences sharing the most of its words (numbers count double), in order."""
     sentences = document_sentences(documents)
     keyed = [_keys(s) for s in sentences]
     out: list[str] = []
     for claim in claims:
-        want = _keys(claim)
-        scored = []
-        for i, have in enumerate(keyed):
-            shared = want & have
-            score = sum(2 if k[0].isdigit() else 1 for k in shared)
-            if score:
-                scored.append((-score, i))
-        chosen = sorted(i for _, i in sorted(scored)[:EVIDENCE_SENTENCES])
-        text = " ... ".join(sentences[i] for i in chosen)
+        text = " ... ".join(sentences[i] for i in _best(_keys(claim), keyed, EVIDENCE_SENTENCES))
         if len(text) > _EVIDENCE_CHARS:
             text = text[: _EVIDENCE_CHARS - 1].rstrip() + "…"
         out.append(text or NO_EVIDENCE)

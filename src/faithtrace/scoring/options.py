@@ -32,6 +32,13 @@ class ScoringOptions(BaseModel):
             for a claim whose numbers and words the documents do contain becomes "yes". ``auto`` (default):
             ``lexical`` with the embedded local judge, whose "idk" agreed with human labels no better than
             chance on RAGTruth dev rows, ``judge`` with any other model.
+        contradiction_check: who decides that a claim *contradicts* the documents. ``judge``: the judge's
+            "no" stands. ``lexical``: a "no" stands only for a claim the lexical check cannot ground; a claim
+            whose content words occur in the documents and whose numbers occur in its own evidence sentences
+            counts as supported. ``auto`` (default): ``lexical`` with the embedded local judge, whose "no"
+            fell on grounded claims in faithful answers more often than in hallucinated ones (README),
+            ``judge`` with any other model. With ``lexical`` for both checks the score is the share of
+            grounded claims and the embedded judge only labels the ungrounded ones as contradicted or absent.
         verdict_context: what each claim is judged against. ``documents``: all retrieved documents, once per
             call. ``evidence``: only the two document sentences that share the most words with the claim,
             picked in code. ``auto`` (default): ``evidence`` with the embedded local judge (a 1.5B model reads
@@ -52,6 +59,7 @@ class ScoringOptions(BaseModel):
     claim_source: Literal["sentences", "judge"] = "sentences"
     lexical_check: bool = True
     absence_check: Literal["auto", "judge", "lexical"] = "auto"
+    contradiction_check: Literal["auto", "judge", "lexical"] = "auto"
     verdict_context: Literal["auto", "documents", "evidence"] = "auto"
     include_reason: bool = True
     judge_reason: bool = False

@@ -179,16 +179,22 @@ def local_mode(value: str, settings: JudgeSettings, local: str, hosted: str) -> 
 
 
 def _ground(
-    verdicts: Sequence[ClaimVerdict], documents: Sequence[str], question: str | None, *, decide_absence: bool
+    verdicts: Sequence[ClaimVerdict],
+    documents: Sequence[str],
+    question: str | None,
+    *,
+    decide_absence: bool,
+    decide_contradiction: bool,
 ) -> list[ClaimVerdict]:
     """The lexical check (see ``grounding``): a "yes" whose specifics the documents lack becomes "idk".
 
     With ``decide_absence`` the check also overrules an "idk": the small local judge says "idk" to faithful
     rephrasings as often as to invented details, while a claim whose numbers and words all occur in the
-    documents has, at least, not been made up. A "no" always stands: contradictions are the judge's call.
+    documents has, at least, not been made up. With ``decide_contradiction`` it overrules a "no" for such a
+    claim too (see ``ScoringOptions.contradiction_check``), unless the claim and its evidence differ in
+    negation; a "no" for a claim it cannot ground always stands.
     """
-    reference = [*documents, question or ""]
-    checks = grounding.check_all([v.text for v in verdicts], reference)
+    checks = grounding.check_claims([v.text for v in verdicts], documents, question)
     out = []
     for v, g in zip(verdicts, checks, strict=True):
         unsupported = g.unsupported(grounding.MAX_MISSING_SHARE)
@@ -198,8 +204,15 @@ def _ground(
             v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.FOUND_NOTE)
         elif v.verdict == "idk" and decide_absence and not v.reason:
             v = ClaimVerdict(text=v.text, verdict="idk", reason=g.describe())
+        elif v.verdict == "no" and decide_contradiction and _may_overrule_no(g):
+            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.OVERRULED_NOTE)
         out.append(v)
     return out
+
+
+def _may_overrule_no(g: grounding.Grounding) -> bool:
+    """Enough to overrule a "no": the claim is grounded and says what its evidence says, not its opposite."""
+    return not g.unsupported(grounding.MAX_MISSING_SHARE) and not g.polarity_differs
 
 
 _JUDGE_FAILURES = (JudgeError, LocalJudgeError)
@@ -320,8 +333,15 @@ async def run_pipeline(
         run.record("verdicts", calls, t0)
         verdicts = judged.verdicts
         absence = local_mode(options.absence_check, judge.settings, "lexical", "judge")
-        if options.lexical_check or absence == "lexical":
-            verdicts = _ground(verdicts, documents, question, decide_absence=absence == "lexical")
+        contradiction = local_mode(options.contradiction_check, judge.settings, "lexical", "judge")
+        if options.lexical_check or "lexical" in (absence, contradiction):
+            verdicts = _ground(
+                verdicts,
+                documents,
+                question,
+                decide_absence=absence == "lexical",
+                decide_contradiction=contradiction == "lexical",
+            )
         outcome = Outcome.SCORED
 
     # 4. the score, in code.
