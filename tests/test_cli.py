@@ -228,3 +228,24 @@ def test_score_json(judged: FakeJudge, capsys: pytest.CaptureFixture[str]) -> No
 def test_judge_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["judge", "status"]) == 0
     assert "local judge" in capsys.readouterr().out  # a table, or "no local judge is registered"
+
+
+def test_scoring_options_reach_the_pipeline_from_flags(
+    judged: FakeJudge, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fake judge says "no" to Barcelona. Every word of the claim is in the documents, so with the lexical
+    # contradiction check the "no" is overruled; with the judge's call (the default for a hosted model) it
+    # stands. The judge-written reason costs its own call.
+    base = ["score", "--context", "Madrid and Barcelona are cities of Spain; Madrid is its capital."]
+    base += ["--answer", "Barcelona is the capital of Spain.", "--judge", "openai/fake-judge", "--json"]
+
+    assert main([*base, "--contradiction-check", "lexical"]) == 0
+    lexical = json.loads(capsys.readouterr().out)
+    assert main([*base, "--judge-reason"]) == 0
+    judged_no = json.loads(capsys.readouterr().out)
+
+    assert [c["verdict"] for c in lexical["claims"]] == ["yes"]
+    assert lexical["score"] == 1.0
+    assert [c["verdict"] for c in judged_no["claims"]] == ["no"]
+    assert judged_no["reason"].startswith("Barcelona is not the capital.")
+    assert len(judged_no["calls"]) == 2

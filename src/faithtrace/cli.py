@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import typing
 from pathlib import Path
 
 from faithtrace._errors import ConfigError, FaithtraceError, LocalJudgeError
@@ -47,6 +48,27 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
         help="also extract facts from each document for the verdict step",
     )
     p.add_argument("--verdict-batch-size", type=_positive, help="claims judged per LLM call")
+    # The choices come from the options model, so the CLI cannot drift from the library (see ScoringOptions).
+    for name, what in _CHOICE_OPTIONS.items():
+        field = ScoringOptions.model_fields[name]
+        choices = list(typing.get_args(field.annotation))
+        p.add_argument(
+            "--" + name.replace("_", "-"), choices=choices, help=f"{what} (default {field.default})"
+        )
+    p.add_argument(
+        "--judge-reason",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="have the judge write the reason (one more call) instead of a summary written in code",
+    )
+
+
+_CHOICE_OPTIONS = {
+    "claim_source": "where claims come from: the answer's sentences, or the judge",
+    "absence_check": "who decides a claim is not in the documents",
+    "contradiction_check": "who decides a claim contradicts the documents",
+    "verdict_context": "what each claim is judged against",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +106,8 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
         idk_policy=args.idk_policy,
         use_truths=args.truths,
         verdict_batch_size=args.verdict_batch_size,
+        judge_reason=args.judge_reason,
+        **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
     )
 
 
