@@ -37,10 +37,14 @@ LENGTH_RULE_WORDS = 130
 PEER_THRESHOLD = 0.5  # DeepEval's default threshold; RAGAS has none, so the same midpoint
 
 
-def load_rows(path: Path, per_label: int, seed: int) -> tuple[list[dict[str, Any]], str]:
+def load_rows(
+    path: Path, per_label: int, seed: int, only: set[str] | None = None
+) -> tuple[list[dict[str, Any]], str]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if only is not None:
+        rows = [r for r in rows if r["id"] in only]
     if per_label <= 0:
-        return rows, f"all {len(rows)} rows"
+        return rows, f"all {len(rows)} rows" + (" of the named ids" if only is not None else "")
     rng = random.Random(seed)
     chosen: set[str] = set()
     for label in ("faithful", "hallucinated"):
@@ -268,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA), help=f"JSONL rows (default {DEFAULT_DATA})")
     p.add_argument("--limit", type=int, help="rows per label (default 6, quick 3; 0 = all rows)")
     p.add_argument("--seed", type=int, default=0, help="which balanced subset")
+    p.add_argument(
+        "--ids-from",
+        help="a result JSON of this script: only its rows (row_ids), e.g. results/accuracy-holdout.json",
+    )
     p.add_argument("--systems", default="faithtrace,deepeval,ragas", help="comma list; length is always run")
     p.add_argument("--judge-model", help="litellm model for every system (default: the embedded local judge)")
     p.add_argument("--api-base")
@@ -298,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no data at {data}: pass --data FILE.jsonl", file=sys.stderr)
         return 2
     per_label = args.limit if args.limit is not None else (3 if args.quick else 6)
-    rows, subset = load_rows(data, per_label, args.seed)
+    only = set(json.loads(Path(args.ids_from).read_text())["row_ids"]) if args.ids_from else None
+    rows, subset = load_rows(data, per_label, args.seed, only)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     out_path = Path(args.out) if args.out else _common.default_out("accuracy", args.quick)
     rows_out = out_path.with_name(out_path.stem + "_rows.jsonl")

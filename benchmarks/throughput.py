@@ -17,6 +17,7 @@ Bounded loops and loopback only; the judge process stops with this one.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import sys
 import time
 from array import array
@@ -157,6 +158,7 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
     tick()
     saturated = _host_loop(fn, args.host_rate, args.overload_seconds, tick)
     after = ft.exporter.snapshot()
+    trim = _trimmed_rss()
     # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
     ft.refill(fn, args.queue_size)
     bare_busy = _host_loop(_host_work, args.host_rate, min(args.host_seconds, args.overload_seconds))
@@ -192,8 +194,26 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         "py_blocks_last": memory[-1]["py_blocks"] if memory else None,
         "py_blocks_per_min_second_half": _slope_per_min(second, "py_blocks"),
         "peak_rss_mb": _common.peak_rss_mb(),
+        # RSS right after the overload and after asking glibc to give free heap pages back: what the trim
+        # returns was freed memory the allocator kept, not memory anything still holds.
+        "rss_mb_before_trim": trim[0],
+        "rss_mb_after_trim": trim[1],
         "memory_over_time": memory,
     }
+
+
+def _trimmed_rss() -> tuple[float, float | None]:
+    before = _common.rss_mb()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to ask
+        return before, None
+    return before, _common.rss_mb()
+
+
+def _fmt_mb(value: float | None) -> str:
+    return "not glibc" if value is None else f"{value:.1f} MiB"
 
 
 def _fmt(value: float | None) -> str:
@@ -299,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         f"second-half growth {over['rss_mb_second_half_growth']}), peak RSS {over['peak_rss_mb']:.1f} MiB"
         f"; second-half slope {_fmt(over['rss_mb_per_min_second_half'])} MiB/min; Python memory blocks "
         f"{over['py_blocks_first']} -> {over['py_blocks_last']}, second-half slope "
-        f"{_fmt(over['py_blocks_per_min_second_half'])} blocks/min"
+        f"{_fmt(over['py_blocks_per_min_second_half'])} blocks/min; after malloc_trim(0): "
+        f"{_fmt_mb(over['rss_mb_after_trim'])} (from {over['rss_mb_before_trim']:.1f} MiB)"
     )
     path = _common.write_results(
         "throughput",
