@@ -13,7 +13,7 @@ from _scoring_fixtures import (
     verdicts_json,
 )
 from faithtrace import JudgeSettings, Outcome, ScoringOptions
-from faithtrace.scoring import grounding
+from faithtrace.scoring import grounding, verdict_checks
 from faithtrace.scoring.pipeline import local_mode
 
 DOC = (
@@ -206,29 +206,71 @@ def test_a_claims_numbers_must_be_in_its_own_evidence_not_anywhere_in_the_docume
     assert asked.numbers_missing == ()
 
 
+# Claims: grounded; a number from another sentence; words missing; the documents' words negated.
+FOUR_CLAIMS = (
+    "Rub the roasts with two tablespoons of seasoning. Roast the pork for 350 minutes per pound. "
+    "Wrap the roast in PVC foil with garlic butter and rosemary. Do not preheat the oven."
+)
+
+
 async def test_lexical_contradiction_check_overrules_a_no_only_for_grounded_claims(
     fake_judge: FakeJudge,
 ) -> None:
-    # Claims: grounded (judge no -> yes), a number from another sentence, words missing, the documents'
-    # words negated (judge no stays for those three).
     fake_judge.on("verdicts", verdicts_json("no", "no", "no", "no", reasons=False))
-    answer = (
-        "Rub the roasts with two tablespoons of seasoning. Roast the pork for 350 minutes per pound. "
-        "Wrap the roast in PVC foil with garlic butter and rosemary. Do not preheat the oven."
-    )
 
     result = await faithtrace.aevaluate(
         None,
         [DOC],
-        answer,
+        FOUR_CLAIMS,
         judge=fake_judge.settings(),
-        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
+        options=ScoringOptions(contradiction_check="lexical"),  # the judge's "idk" would still stand
     )
 
     assert [c.verdict for c in result.claims] == ["yes", "no", "no", "no"]
     assert result.claims[0].reason == grounding.OVERRULED_NOTE
     assert result.score == 0.25
     assert result.faithfulness == 0.25
+
+
+async def test_with_both_checks_lexical_grounded_claims_are_not_sent_to_the_judge(
+    fake_judge: FakeJudge,
+) -> None:
+    fake_judge.on("verdicts", verdicts_json("no", "idk", "yes", reasons=False))
+
+    result = await faithtrace.aevaluate(
+        None,
+        [DOC],
+        FOUR_CLAIMS,
+        judge=fake_judge.settings(),
+        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
+    )
+
+    asked = user_prompt(fake_judge.requests_for("verdicts")[0])
+    assert "Rub the roasts" not in asked
+    assert "350 minutes" in asked
+    assert "PVC foil" in asked
+    assert "Do not preheat" in asked
+    # The judge's verdicts land on the right claims; its "yes" to the negated claim stands (it may be right:
+    # only its "no" needs the lexical check's backing to be overruled).
+    assert [c.verdict for c in result.claims] == ["yes", "no", "idk", "yes"]
+    assert result.claims[0].reason == verdict_checks.SETTLED_NOTE
+    assert result.llm_calls == 1
+
+
+async def test_when_every_claim_is_grounded_the_judge_is_not_called(fake_judge: FakeJudge) -> None:
+    result = await faithtrace.aevaluate(
+        None,
+        [DOC],
+        "Preheat the oven to 350 degrees F. Rub the roast with two tablespoons of seasoning.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
+    )
+
+    assert fake_judge.requests_for("verdicts") == []
+    assert result.outcome is Outcome.SCORED
+    assert result.score == 1.0
+    assert result.llm_calls == 0
+    assert [s.step for s in result.steps] == ["claims", "verdicts", "reason"]
 
 
 async def test_absence_check_defaults_to_the_judge_for_hosted_models(fake_judge: FakeJudge) -> None:

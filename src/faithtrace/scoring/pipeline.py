@@ -19,7 +19,7 @@ from typing import Literal
 from faithtrace._errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring import grounding, reasons, steps
+from faithtrace.scoring import grounding, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
@@ -178,43 +178,6 @@ def local_mode(value: str, settings: JudgeSettings, local: str, hosted: str) -> 
     return value
 
 
-def _ground(
-    verdicts: Sequence[ClaimVerdict],
-    documents: Sequence[str],
-    question: str | None,
-    *,
-    decide_absence: bool,
-    decide_contradiction: bool,
-) -> list[ClaimVerdict]:
-    """The lexical check (see ``grounding``): a "yes" whose specifics the documents lack becomes "idk".
-
-    With ``decide_absence`` the check also overrules an "idk": the small local judge says "idk" to faithful
-    rephrasings as often as to invented details, while a claim whose numbers and words all occur in the
-    documents has, at least, not been made up. With ``decide_contradiction`` it overrules a "no" for such a
-    claim too (see ``ScoringOptions.contradiction_check``), unless the claim and its evidence differ in
-    negation; a "no" for a claim it cannot ground always stands.
-    """
-    checks = grounding.check_claims([v.text for v in verdicts], documents, question)
-    out = []
-    for v, g in zip(verdicts, checks, strict=True):
-        unsupported = g.unsupported(grounding.MAX_MISSING_SHARE)
-        if v.verdict == "yes" and unsupported:
-            v = ClaimVerdict(text=v.text, verdict="idk", reason="the judge said yes, but " + g.describe())
-        elif v.verdict == "idk" and decide_absence and not unsupported:
-            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.FOUND_NOTE)
-        elif v.verdict == "idk" and decide_absence and not v.reason:
-            v = ClaimVerdict(text=v.text, verdict="idk", reason=g.describe())
-        elif v.verdict == "no" and decide_contradiction and _may_overrule_no(g):
-            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.OVERRULED_NOTE)
-        out.append(v)
-    return out
-
-
-def _may_overrule_no(g: grounding.Grounding) -> bool:
-    """Enough to overrule a "no": the claim is grounded and says what its evidence says, not its opposite."""
-    return not g.unsupported(grounding.MAX_MISSING_SHARE) and not g.polarity_differs
-
-
 _JUDGE_FAILURES = (JudgeError, LocalJudgeError)
 
 
@@ -268,6 +231,27 @@ async def _truths_and_claims(
     return out.claims
 
 
+async def _judge(
+    run: _Run, documents: list[str], claims: list[str]
+) -> tuple[list[ClaimVerdict], list[LLMCall]]:
+    by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
+    judged, calls = await steps.judge_claims(
+        run.judge,
+        steps.VerdictsInput(
+            documents=documents,
+            claims=claims,
+            truths=run.truths,
+            # Not the question: shown it, the small local judge marked true claims that do not answer it as
+            # contradicted (a faithful answer to the demo's range question scored 0.5 for "A full charge
+            # takes about 4 hours."). Relevance is not faithfulness.
+            question=None,
+            evidence=grounding.evidence(claims, documents) if by_evidence == "evidence" else None,
+        ),
+        run.options.verdict_batch_size,
+    )
+    return judged.verdicts, calls
+
+
 async def run_pipeline(
     query: str | None,
     contexts: Sequence[str],
@@ -308,40 +292,33 @@ async def run_pipeline(
 
     # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
     t0 = time.perf_counter()
-    by_evidence = local_mode(options.verdict_context, judge.settings, "evidence", "documents") == "evidence"
     if not documents:
         verdicts = [ClaimVerdict(text=c, verdict="idk", reason="No context was retrieved.") for c in claims]
         outcome = Outcome.NO_CONTEXT
     else:
-        try:
-            judged, calls = await steps.judge_claims(
-                judge,
-                steps.VerdictsInput(
-                    documents=documents,
-                    claims=claims,
-                    truths=run.truths,
-                    # Not the question: shown it, the small local judge marked true claims that do not
-                    # answer it as contradicted (a faithful answer to the demo's range question scored 0.5
-                    # for "A full charge takes about 4 hours."). Relevance is not faithfulness.
-                    question=None,
-                    evidence=grounding.evidence(claims, documents) if by_evidence else None,
-                ),
-                options.verdict_batch_size,
-            )
-        except _JUDGE_FAILURES as exc:
-            return run.failed("verdicts", exc, t0)
+        checks = verdict_checks.Checks(
+            demote_yes=options.lexical_check,
+            decide_absence=local_mode(options.absence_check, judge.settings, "lexical", "judge") == "lexical",
+            decide_contradiction=local_mode(options.contradiction_check, judge.settings, "lexical", "judge")
+            == "lexical",
+        )
+        settled: list[ClaimVerdict | None] = (
+            verdict_checks.settle(claims, documents, question)
+            if checks.settles_grounded
+            else [None] * len(claims)
+        )
+        ask = [c for c, done in zip(claims, settled, strict=True) if done is None]
+        judged: list[ClaimVerdict] = []
+        calls: list[LLMCall] = []
+        if ask:
+            try:
+                judged, calls = await _judge(run, documents, ask)
+            except _JUDGE_FAILURES as exc:
+                return run.failed("verdicts", exc, t0)
         run.record("verdicts", calls, t0)
-        verdicts = judged.verdicts
-        absence = local_mode(options.absence_check, judge.settings, "lexical", "judge")
-        contradiction = local_mode(options.contradiction_check, judge.settings, "lexical", "judge")
-        if options.lexical_check or "lexical" in (absence, contradiction):
-            verdicts = _ground(
-                verdicts,
-                documents,
-                question,
-                decide_absence=absence == "lexical",
-                decide_contradiction=contradiction == "lexical",
-            )
+        answers = iter(judged)
+        merged = [done if done is not None else next(answers) for done in settled]
+        verdicts = verdict_checks.apply(merged, documents, question, checks)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.
