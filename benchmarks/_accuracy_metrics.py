@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,4 +61,43 @@ def summarise(records: list[dict[str, Any]], threshold_note: str) -> dict[str, A
         "output_tokens_per_eval": mean("output_tokens"),
         "seconds_per_eval": mean("seconds"),
         "decision_rule": threshold_note,
+    }
+
+
+def paired_bootstrap(
+    labels: Sequence[bool],
+    a: Sequence[dict[str, Any]],
+    b: Sequence[dict[str, Any]],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """95 % intervals of (a − b) in AUROC and balanced accuracy, resampling the same rows for both systems.
+
+    ``a`` and ``b``: records in the same row order, with ``risk`` and ``predicted``. On a few dozen rows a
+    gap of 0.05 is often noise; the interval says whether it is.
+    """
+    rng = random.Random(seed)
+    n = len(labels)
+    d_auc: list[float] = []
+    d_ba: list[float] = []
+    for _ in range(resamples):
+        pick = [rng.randrange(n) for _ in range(n)]
+        ys = [labels[i] for i in pick]
+        auc_a = auroc(ys, [float(a[i]["risk"]) for i in pick])
+        auc_b = auroc(ys, [float(b[i]["risk"]) for i in pick])
+        ba_a = balanced_accuracy(ys, [bool(a[i]["predicted"]) for i in pick])
+        ba_b = balanced_accuracy(ys, [bool(b[i]["predicted"]) for i in pick])
+        if None in (auc_a, auc_b, ba_a, ba_b):
+            continue  # a resample with one class only
+        d_auc.append(auc_a - auc_b)  # type: ignore[operator]
+        d_ba.append(ba_a - ba_b)  # type: ignore[operator]
+
+    def interval(values: list[float]) -> list[float]:
+        values.sort()
+        return [round(values[int(0.025 * len(values))], 3), round(values[int(0.975 * len(values)) - 1], 3)]
+
+    return {
+        "auroc_diff_95": interval(d_auc),
+        "balanced_accuracy_diff_95": interval(d_ba),
+        "resamples": len(d_auc),
     }

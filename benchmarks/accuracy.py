@@ -207,25 +207,35 @@ def summarise(
     """Figures over the rows every requested system has finished (so partial runs compare like with like)."""
     labels = {r["id"]: r["label"] for r in rows}
     complete = [r for r in rows if all((s, r["id"]) in done for s in systems)]
-    summary: dict[str, Any] = {
-        f"length rule (>{LENGTH_RULE_WORDS} words)": metrics.summarise(
-            length_rule(complete), f"hallucinated iff > {LENGTH_RULE_WORDS} words; AUROC by word count"
-        )
-    }
-    notes: dict[str, str] = {}
+    length_name = f"length rule (>{LENGTH_RULE_WORDS} words)"
+    records: dict[str, list[dict[str, Any]]] = {length_name: length_rule(complete)}
+    rules = {length_name: f"hallucinated iff > {LENGTH_RULE_WORDS} words; AUROC by word count"}
     if "faithtrace" in systems:
-        summary["faithtrace"] = metrics.summarise(
-            [faithtrace_record(done[("faithtrace", r["id"])], labels[r["id"]]) for r in complete],
-            "hallucinated iff not passed (score < its threshold, 0.7)",
-        )
+        records["faithtrace"] = [
+            faithtrace_record(done[("faithtrace", r["id"])], labels[r["id"]]) for r in complete
+        ]
+        rules["faithtrace"] = "hallucinated iff not passed (score < its threshold, 0.7)"
     for system, keys in (("deepeval", ["deepeval", "deepeval_penalize_ambiguous"]), ("ragas", ["ragas"])):
         if system not in systems:
             continue
         for key in keys:
             name = key.replace("_penalize_ambiguous", " penalize_ambiguous_claims=True")
-            summary[name] = metrics.summarise(
-                [peer_record(done[(system, r["id"])], key, labels[r["id"]]) for r in complete],
-                f"hallucinated iff score < {PEER_THRESHOLD}; AUROC on 1 - score",
+            records[name] = [peer_record(done[(system, r["id"])], key, labels[r["id"]]) for r in complete]
+            rules[name] = f"hallucinated iff score < {PEER_THRESHOLD}; AUROC on 1 - score"
+    summary: dict[str, Any] = {name: metrics.summarise(recs, rules[name]) for name, recs in records.items()}
+    notes: dict[str, str] = {}
+    if "faithtrace" in records and len(complete) >= 4:
+        truth = [r["label"] == "hallucinated" for r in complete]
+        for name, recs in records.items():
+            if name == "faithtrace":
+                continue
+            ci = metrics.paired_bootstrap(truth, records["faithtrace"], recs)
+            summary["faithtrace"].setdefault("vs", {})[name] = ci
+            notes[f"faithtrace − {name}, 95 % paired bootstrap"] = (
+                f"AUROC {_signed(summary['faithtrace']['auroc'], summary[name]['auroc'])} "
+                f"[{ci['auroc_diff_95'][0]:+.2f}, {ci['auroc_diff_95'][1]:+.2f}], balanced accuracy "
+                f"{_signed(summary['faithtrace']['balanced_accuracy'], summary[name]['balanced_accuracy'])} "
+                f"[{ci['balanced_accuracy_diff_95'][0]:+.2f}, {ci['balanced_accuracy_diff_95'][1]:+.2f}]"
             )
     if "deepeval" in summary and "faithtrace" in summary:
         d = (summary["deepeval"]["input_tokens_per_eval"] or 0) + (
@@ -243,6 +253,10 @@ def summarise(
     if len(complete) < len(rows):
         notes["partial"] = f"{len(complete)} of {len(rows)} rows finished by every system so far"
     return summary, notes
+
+
+def _signed(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None or b is None else f"{a - b:+.2f}"
 
 
 def _print_table(summary: dict[str, Any], notes: dict[str, str], title: str) -> None:

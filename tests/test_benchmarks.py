@@ -145,6 +145,19 @@ def test_metrics_match_hand_computed_values() -> None:
     assert _accuracy_metrics.balanced_accuracy(labels, [True, False, False, False]) == pytest.approx(0.75)
 
 
+def test_paired_bootstrap_brackets_the_observed_difference() -> None:
+    labels = [i % 2 == 0 for i in range(40)]
+    perfect = [{"risk": float(y), "predicted": y} for y in labels]
+    coin = [{"risk": 0.5, "predicted": i % 4 < 2} for i in range(40)]  # right on half of each class
+    same = _accuracy_metrics.paired_bootstrap(labels, perfect, perfect, resamples=200)
+    assert same["auroc_diff_95"] == [0.0, 0.0]
+    better = _accuracy_metrics.paired_bootstrap(labels, perfect, coin, resamples=200)
+    assert better["auroc_diff_95"] == [0.5, 0.5]  # 1.0 against ties everywhere, whatever the resample
+    low, high = better["balanced_accuracy_diff_95"]
+    assert 0.3 < low <= 0.5 <= high < 0.7
+    assert better["resamples"] == 200
+
+
 def test_fake_judge_fills_the_requested_schema() -> None:
     schema: dict[str, Any] = {
         "type": "object",
