@@ -5,9 +5,7 @@ topic, including claims that add a tool, a number or a step the documents never 
 "baseless information", its most common kind of hallucination). A statement whose numbers or most of whose
 content words occur nowhere in the documents (or the question it answers) cannot be "supported", whatever
 the judge says; so such a "yes" is turned into "idk". With a hosted judge the check only ever lowers a
-verdict. With the embedded judge (``absence_check="lexical"``, the default there) it also decides "not in the
-documents": that judge's "idk" carried no signal on the RAGTruth dev rows, so a claim whose words and numbers
-all occur in the documents is taken as found. A "no" is never overruled: contradictions stay the judge's call.
+verdict; with the embedded judge it also has the last word on grounded claims (``verdict_checks``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The faithfulness pipeline: truths (optional) → claims → verdicts → lexical check → score → reason.
 
 By default the claims are the answer's sentences (split in code), the lexical check and the score are code,
-and the reason is a template: one judge call per evaluation (per ``verdict_batch_size`` claims).
+and the reason is a template: one judge call per evaluation (per ``verdict_batch_size`` claims). With the
+embedded judge, claims the lexical check grounds are settled in code and only the others are sent to it.
 
 ``run_pipeline`` never raises for judge failures: it returns ``outcome=error`` with the step that failed and
 every LLM call made up to that point, so a failed evaluation still reports what it cost.
