@@ -311,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         "(e.g. faithtrace after a pipeline change, next to the peers' stored rows)",
     )
     p.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a line for the result's notes, e.g. how stored rows from another run were made (repeatable)",
+    )
+    p.add_argument(
         "--out", help="JSON output (default results/accuracy.json, --quick: results/accuracy-quick.json)"
     )
     args = p.parse_args(argv)
@@ -353,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     def write(final: bool) -> tuple[dict[str, Any], dict[str, str]]:
         summary, notes = summarise(rows, done, systems)
         notes.update(notes_extra)
+        notes.update({f"note {i + 1}": text for i, text in enumerate(args.note)})
         doc = {
             "data": str(data),
             "subset": subset,
