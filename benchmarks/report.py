@@ -84,6 +84,11 @@ def throughput(doc: dict[str, Any]) -> str:
             f"live Python memory blocks {_f(o.get('py_blocks_per_min_second_half'), 0)}/min "
             f"({_f(o.get('py_blocks_first'))} → {_f(o.get('py_blocks_last'))})."
         )
+        if o.get("rss_mb_after_trim") is not None:
+            lines.append(
+                f"After the overload, `malloc_trim(0)` took RSS from {_f(o['rss_mb_before_trim'], 1)} to "
+                f"{_f(o['rss_mb_after_trim'], 1)} MiB (first sample {_f(o['rss_mb_first'], 1)} MiB)."
+            )
     if doc.get("faithtrace_api_errors"):
         lines.append(
             f"\nfaithtrace API calls that raised: {len(doc['faithtrace_api_errors'])} (see the JSON)."
