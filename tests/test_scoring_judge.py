@@ -46,10 +46,13 @@ def test_faithful_and_hallucinated_answers(local_judge: Any) -> None:
     assert hallucinated.counts.no + hallucinated.counts.idk >= 1
     assert hallucinated.judge_model is not None
     assert "qwen2.5-coder-1.5b" in hallucinated.judge_model
+    # Every claim of the faithful answer is grounded, so none is sent to the judge; the invented year and
+    # city are, and the judge's verdict call is a real one.
+    assert faithful.llm_calls == 0
+    assert hallucinated.input_tokens > 0
+    assert hallucinated.llm_calls >= 1
     for result in (faithful, hallucinated):
         assert result.cost_usd is None  # a local model has no price
-        assert result.input_tokens > 0
-        assert result.llm_calls >= 1  # the verdicts; claims are the answer's sentences, split in code
         assert {s.step for s in result.steps} >= {"claims", "verdicts"}
 
 
