@@ -196,10 +196,10 @@ def test_a_claims_numbers_must_be_in_its_own_evidence_not_anywhere_in_the_docume
     assert swapped.numbers_missing == ("4",)
     assert swapped.unsupported(grounding.MAX_MISSING_SHARE)
     assert right.numbers_missing == ()
-    # Anywhere in the documents, as ``check_all`` looks, the swapped number would pass.
+    # Anywhere in the documents, as ``check`` looks without evidence, the swapped number would pass.
+    anywhere = grounding.Vocabulary.of(docs)
     assert (
-        grounding.check_all(["Batteries are covered by the warranty for 4 years."], docs)[0].numbers_missing
-        == ()
+        grounding.check("Batteries are covered by the warranty for 4 years.", anywhere).numbers_missing == ()
     )
     # A number the question asks about may be repeated by the answer.
     (asked,) = grounding.check_claims(["The warranty covers batteries for 3 years."], docs, "Is it 3 years?")

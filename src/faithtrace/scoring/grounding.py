@@ -194,11 +194,6 @@ def check(statement: str, vocabulary: Vocabulary, numbers: frozenset[str] | None
     return Grounding(tuple(missing_numbers), tuple(words), content)
 
 
-def check_all(statements: Sequence[str], reference: Iterable[str]) -> list[Grounding]:
-    vocabulary = Vocabulary.of(reference)
-    return [check(s, vocabulary) for s in statements]
-
-
 def check_claims(claims: Sequence[str], documents: Sequence[str], question: str | None) -> list[Grounding]:
     """``check`` per claim, with each claim's numbers looked up where the claim's words are.
 

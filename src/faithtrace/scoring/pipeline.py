@@ -303,10 +303,10 @@ async def run_pipeline(
             decide_contradiction=local_mode(options.contradiction_check, judge.settings, "lexical", "judge")
             == "lexical",
         )
+        # One lexical look per claim serves both settling claims before the judge and checking its verdicts.
+        found = grounding.check_claims(claims, documents, question) if checks.active else []
         settled: list[ClaimVerdict | None] = (
-            verdict_checks.settle(claims, documents, question)
-            if checks.settles_grounded
-            else [None] * len(claims)
+            verdict_checks.settle(claims, found) if checks.settles_grounded else [None] * len(claims)
         )
         ask = [c for c, done in zip(claims, settled, strict=True) if done is None]
         judged: list[ClaimVerdict] = []
@@ -319,7 +319,7 @@ async def run_pipeline(
         run.record("verdicts", calls, t0)
         answers = iter(judged)
         merged = [done if done is not None else next(answers) for done in settled]
-        verdicts = verdict_checks.apply(merged, documents, question, checks)
+        verdicts = verdict_checks.apply(merged, found, checks)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.

@@ -41,23 +41,23 @@ def overrulable(g: grounding.Grounding) -> bool:
     return not g.unsupported(grounding.MAX_MISSING_SHARE) and not g.polarity_differs
 
 
-def settle(
-    claims: Sequence[str], documents: Sequence[str], question: str | None
-) -> list[ClaimVerdict | None]:
-    """Per claim, the verdict the lexical check settles without the judge, or None: ask the judge."""
+def settle(claims: Sequence[str], found: Sequence[grounding.Grounding]) -> list[ClaimVerdict | None]:
+    """Per claim, the verdict the lexical check settles without the judge, or None: ask the judge.
+
+    ``found``: ``grounding.check_claims`` of the same claims, in the same order.
+    """
     return [
         ClaimVerdict(text=c, verdict="yes", reason=SETTLED_NOTE) if overrulable(g) else None
-        for c, g in zip(claims, grounding.check_claims(claims, documents, question), strict=True)
+        for c, g in zip(claims, found, strict=True)
     ]
 
 
 def apply(
-    verdicts: Sequence[ClaimVerdict], documents: Sequence[str], question: str | None, checks: Checks
+    verdicts: Sequence[ClaimVerdict], found: Sequence[grounding.Grounding], checks: Checks
 ) -> list[ClaimVerdict]:
-    """The judge's verdicts after the lexical check, in the same order."""
+    """The verdicts after the lexical check, in the same order (``found``: their claims' groundings)."""
     if not checks.active:
         return list(verdicts)
-    found = grounding.check_claims([v.text for v in verdicts], documents, question)
     out = []
     for v, g in zip(verdicts, found, strict=True):
         unsupported = g.unsupported(grounding.MAX_MISSING_SHARE)
