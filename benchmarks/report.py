@@ -71,6 +71,17 @@ def throughput(doc: dict[str, Any]) -> str:
     lines.append("| --- | ---: | ---: | ---: | ---: |")
     for k, v in o["host_latency"].items():
         lines.append(f"| {k} | {v['calls']} | {_f(v['p50_ms'])} | {_f(v['p99_ms'])} | {_f(v['max_ms'])} |")
+    inter = o.get("host_latency_interleaved")
+    if inter:
+        lines.append(
+            f"\nThe same paths side by side, worker saturated: {inter['rounds']} rounds of "
+            f"{inter['window_s']:.1f} s windows, alternating:\n"
+        )
+        lines.append("| host path | calls | p50 ms | p99 ms | max ms |")
+        lines.append("| --- | ---: | ---: | ---: | ---: |")
+        for k, v in inter["conditions"].items():
+            p50, p99, top = _f(v["p50_ms"]), _f(v["p99_ms"]), _f(v["max_ms"])
+            lines.append(f"| {k} | {v['calls']} | {p50} | {p99} | {top} |")
     lines.append(
         f"\nOverload {o['overload_seconds']:.0f} s: {o['evaluations_during_overload']} evaluated, "
         f"{o['dropped_during_overload']} dropped, queue depth max {_f(o['queue_depth_max'], 0)}; RSS "

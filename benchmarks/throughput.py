@@ -162,6 +162,7 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
     # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
     ft.refill(fn, args.queue_size)
     bare_busy = _host_loop(_host_work, args.host_rate, min(args.host_seconds, args.overload_seconds))
+    side_by_side = _interleaved(ft, fn, args)
     memory = [
         {"t_s": round(t, 1), "rss_mb": r, "py_blocks": b}
         for t, r, b in zip(ticks_t, ticks_rss, ticks_blocks, strict=True)
@@ -179,6 +180,7 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
             "decorated + sampled in, worker saturated": _latency_summary(saturated, args.host_rate),
             "undecorated, worker saturated": _latency_summary(bare_busy, args.host_rate),
         },
+        "host_latency_interleaved": side_by_side,
         "overload_seconds": args.overload_seconds,
         "evaluations_during_overload": after["evaluations"] - before["evaluations"],
         "dropped_during_overload": after["dropped"] - before["dropped"],
@@ -200,6 +202,37 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_after_trim": trim[1],
         "memory_over_time": memory,
     }
+
+
+def _interleaved(
+    ft: setup.Faithtrace, decorated: Callable[[str, list[str]], str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The three host paths in short alternating windows, all with the worker saturated.
+
+    Windows taken minutes apart on a shared machine differ by more than the decorator costs; alternating
+    them spreads every condition over the same stretch of time, and each gets the same number of calls.
+    The hand-written OTel span is the floor: what tracing the call at all costs.
+    """
+    tracer = ft.tracer_provider.get_tracer("benchmarks.throughput")
+
+    def otel_span(question: str, contexts: list[str]) -> str:
+        with tracer.start_as_current_span("rag-answer"):
+            return _host_work(question, contexts)
+
+    paths: dict[str, Callable[[str, list[str]], str]] = {
+        "undecorated": _host_work,
+        "OTel span by hand (floor)": otel_span,
+        "faithtrace, sampled in": decorated,
+    }
+    window = max(0.5, min(5.0, args.host_seconds / 4))
+    latencies: dict[str, list[float]] = {name: [] for name in paths}
+    ft.refill(decorated, args.queue_size)
+    for _ in range(args.interleaved_rounds):
+        for name, path in paths.items():
+            latencies[name].extend(_host_loop(path, args.host_rate, window))
+    out: dict[str, Any] = {"rounds": args.interleaved_rounds, "window_s": window}
+    out["conditions"] = {name: _latency_summary(lat, args.host_rate) for name, lat in latencies.items()}
+    return out
 
 
 def _trimmed_rss() -> tuple[float, float | None]:
@@ -251,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-seconds", type=float, default=None, help="idle-latency window")
     parser.add_argument("--overload-seconds", type=float, default=None, help="overload window (full: 600)")
     parser.add_argument(
+        "--interleaved-rounds",
+        type=int,
+        default=None,
+        help="rounds of bare / OTel span / faithtrace windows after the overload (default 12, quick 3)",
+    )
+    parser.add_argument(
         "--out", help="JSON output (default results/throughput.json, --quick: results/throughput-quick.json)"
     )
     args = parser.parse_args(argv)
@@ -260,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args.queue_size = args.queue_size or (200 if q else 1000)
     args.host_seconds = args.host_seconds or (5.0 if q else 20.0)
     args.overload_seconds = args.overload_seconds or (10.0 if q else 600.0)
+    args.interleaved_rounds = args.interleaved_rounds or (3 if q else 12)
     max_s = 120 + args.overload_seconds * 2 + sum(concurrencies) * 20
 
     with (
@@ -310,6 +350,17 @@ def main(argv: list[str] | None = None) -> int:
         _common.table(
             ["condition", "calls", "p50 ms", "p99 ms", "max ms"],
             [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in over["host_latency"].items()],
+        )
+    )
+    inter = over["host_latency_interleaved"]
+    print(
+        f"\nthe same, side by side: {inter['rounds']} rounds of {inter['window_s']:.1f} s windows per path, "
+        "worker saturated\n"
+    )
+    print(
+        _common.table(
+            ["host path", "calls", "p50 ms", "p99 ms", "max ms"],
+            [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in inter["conditions"].items()],
         )
     )
     print(

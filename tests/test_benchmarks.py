@@ -74,6 +74,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
         "--host-rate", "50",
         "--host-seconds", "0.5",
         "--overload-seconds", "1.5",
+        "--interleaved-rounds", "1",
         "--out", str(out),
     )  # fmt: skip
     data = json.loads(out.read_text())
@@ -88,6 +89,9 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
         "decorated + sampled in, worker saturated",
         "undecorated, worker saturated",
     }
+    side = over["host_latency_interleaved"]["conditions"]
+    assert set(side) == {"undecorated", "OTel span by hand (floor)", "faithtrace, sampled in"}
+    assert all(v["calls"] > 0 for v in side.values())
     assert over["dropped_during_overload"] > 0  # the queue was full: calls were dropped, not blocked
     assert over["memory_over_time"]
 

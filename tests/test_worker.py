@@ -363,3 +363,31 @@ def test_shutdown_ends_every_span_even_when_scoring_cannot_finish(
         answer(QUESTION, [CONTEXT])
     faithtrace.shutdown(timeout=0.5)
     assert len([s for s in ft.span_exporter.get_finished_spans() if s.name == answer.__qualname__]) == 3
+
+
+def test_calls_are_finished_without_a_flush_after_an_idle_spell_and_while_calls_keep_coming(
+    ft: FaithtraceCapture, fake_judge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faithtrace import _worker
+
+    # Without the one-second safety net, only the handoff's wake-up (dispatcher asleep) or the dispatcher's
+    # own polling (calls keep coming) can finish a call: a lost wake-up hangs here instead of hiding for 1 s.
+    monkeypatch.setattr(_worker, "_IDLE_WAIT_S", 3600.0)
+    monkeypatch.setattr(_worker, "_LINGER_S", 0.2)
+    ft.configure(judge=fake_judge.settings())  # a new worker, reading the patched timings
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    def ended(k: int) -> bool:
+        return len([s for s in ft.span_exporter.get_finished_spans() if s.name == answer.__qualname__]) >= k
+
+    for k in range(1, 4):  # the first wakes the sleeping dispatcher, the next ones find it polling
+        answer(QUESTION, [CONTEXT])
+        _wait_until(lambda k=k: ended(k))
+    time.sleep(0.5)  # past the linger: the dispatcher is asleep again
+    answer(QUESTION, [CONTEXT])
+    _wait_until(lambda: ended(4))
+    assert ft.flush()
+    assert len(ft.evaluation_spans()) == 4
