@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib.metadata
 import threading
+import time
+from array import array
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import _common
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -145,3 +151,63 @@ class Faithtrace:
             except importlib.metadata.PackageNotFoundError:
                 out[dist] = "not installed"
         return out
+
+
+class GcPauses:
+    """The cyclic collector's pauses while installed, per generation.
+
+    A collection holds the GIL from start to end, so every thread of the process, the host's included, waits
+    for it; a full (generation 2) collection walks every tracked object, and importing litellm adds a few
+    hundred thousand of them.
+    """
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._ms: dict[int, array[float]] = {0: array("d"), 1: array("d"), 2: array("d")}
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        # Collections never overlap (the GIL is held throughout), so one start time is enough.
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._ms[info["generation"]].append((time.perf_counter() - self._started) * 1000)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            f"gen{g}": {"collections": len(ms), "max_ms": max(ms, default=0.0), "total_ms": sum(ms)}
+            for g, ms in self._ms.items()
+        }
+        out["tracked_objects"] = len(gc.get_objects())
+        out["frozen_objects"] = gc.get_freeze_count()
+        return out
+
+
+def trimmed_rss() -> tuple[float, float | None]:
+    """RSS before and after asking glibc to hand free heap pages back (None after: not glibc)."""
+    before = _common.rss_mb()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to ask
+        return before, None
+    return before, _common.rss_mb()
+
+
+def slope_per_min(points: list[dict[str, float]], key: str) -> float | None:
+    """Least-squares slope of ``key`` against ``t_s``, per minute."""
+    if len(points) < 3:
+        return None
+    xs = [p["t_s"] for p in points]
+    ys = [p[key] for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if not var:
+        return None
+    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var

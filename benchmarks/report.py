@@ -100,6 +100,16 @@ def throughput(doc: dict[str, Any]) -> str:
                 f"After the overload, `malloc_trim(0)` took RSS from {_f(o['rss_mb_before_trim'], 1)} to "
                 f"{_f(o['rss_mb_after_trim'], 1)} MiB (first sample {_f(o['rss_mb_first'], 1)} MiB)."
             )
+    gcs = o.get("gc_during_overload")
+    if gcs:
+        lines.append(
+            "Garbage collector pauses during the overload (every thread waits for one): "
+            + "; ".join(
+                f"{g}: {c['collections']}, max {_f(c['max_ms'], 1)} ms, total {_f(c['total_ms'], 0)} ms"
+                for g, c in ((g, gcs[g]) for g in ("gen0", "gen1", "gen2"))
+            )
+            + f"; {gcs['tracked_objects']:,} objects tracked, {gcs['frozen_objects']:,} frozen."
+        )
     if doc.get("faithtrace_api_errors"):
         lines.append(
             f"\nfaithtrace API calls that raised: {len(doc['faithtrace_api_errors'])} (see the JSON)."

@@ -17,7 +17,7 @@ Bounded loops and loopback only; the judge process stops with this one.
 from __future__ import annotations
 
 import argparse
-import ctypes
+import gc
 import sys
 import time
 from array import array
@@ -155,10 +155,15 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         if d is not None:
             depth.append(d)
 
+    if args.gc_freeze:
+        # The recipe the README gives hosts: once warm (litellm imported and used), collect and freeze.
+        gc.collect()
+        gc.freeze()
     tick()
-    saturated = _host_loop(fn, args.host_rate, args.overload_seconds, tick)
+    with setup.GcPauses() as pauses:
+        saturated = _host_loop(fn, args.host_rate, args.overload_seconds, tick)
     after = ft.exporter.snapshot()
-    trim = _trimmed_rss()
+    trim = setup.trimmed_rss()
     # The host path without our decorator while the worker is still saturated: the worker thread's own cost.
     ft.refill(fn, args.queue_size)
     bare_busy = _host_loop(_host_work, args.host_rate, min(args.host_seconds, args.overload_seconds))
@@ -181,6 +186,7 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
             "undecorated, worker saturated": _latency_summary(bare_busy, args.host_rate),
         },
         "host_latency_interleaved": side_by_side,
+        "gc_during_overload": pauses.summary(),
         "overload_seconds": args.overload_seconds,
         "evaluations_during_overload": after["evaluations"] - before["evaluations"],
         "dropped_during_overload": after["dropped"] - before["dropped"],
@@ -191,10 +197,10 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
         "rss_mb_max": max(rss) if rss else None,
         "rss_mb_second_half_growth": (rss[-1] - rss[half]) if len(rss) > 2 else None,
         # Least-squares slopes over the second half, per minute: the steady state, past the warm-up.
-        "rss_mb_per_min_second_half": _slope_per_min(second, "rss_mb"),
+        "rss_mb_per_min_second_half": setup.slope_per_min(second, "rss_mb"),
         "py_blocks_first": memory[0]["py_blocks"] if memory else None,
         "py_blocks_last": memory[-1]["py_blocks"] if memory else None,
-        "py_blocks_per_min_second_half": _slope_per_min(second, "py_blocks"),
+        "py_blocks_per_min_second_half": setup.slope_per_min(second, "py_blocks"),
         "peak_rss_mb": _common.peak_rss_mb(),
         # RSS right after the overload and after asking glibc to give free heap pages back: what the trim
         # returns was freed memory the allocator kept, not memory anything still holds.
@@ -235,34 +241,12 @@ def _interleaved(
     return out
 
 
-def _trimmed_rss() -> tuple[float, float | None]:
-    before = _common.rss_mb()
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to ask
-        return before, None
-    return before, _common.rss_mb()
-
-
 def _fmt_mb(value: float | None) -> str:
     return "not glibc" if value is None else f"{value:.1f} MiB"
 
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
-
-
-def _slope_per_min(points: list[dict[str, float]], key: str) -> float | None:
-    if len(points) < 3:
-        return None
-    xs = [p["t_s"] for p in points]
-    ys = [p[key] for p in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    if not var:
-        return None
-    return 60.0 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var
 
 
 def _host_latency_idle(args: argparse.Namespace) -> list[float]:
@@ -283,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-rate", type=float, default=100.0, help="host requests per second")
     parser.add_argument("--host-seconds", type=float, default=None, help="idle-latency window")
     parser.add_argument("--overload-seconds", type=float, default=None, help="overload window (full: 600)")
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="gc.collect() + gc.freeze() before the overload window"
+    )
     parser.add_argument(
         "--interleaved-rounds",
         type=int,
@@ -362,6 +349,16 @@ def main(argv: list[str] | None = None) -> int:
             ["host path", "calls", "p50 ms", "p99 ms", "max ms"],
             [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in inter["conditions"].items()],
         )
+    )
+    gcs = over["gc_during_overload"]
+    print(
+        "\ngarbage collector pauses during the overload (every thread waits): "
+        + "; ".join(
+            f"{g}: {gcs[g]['collections']} collections, max {gcs[g]['max_ms']:.1f} ms, "
+            f"total {gcs[g]['total_ms']:.0f} ms"
+            for g in ("gen0", "gen1", "gen2")
+        )
+        + f"; {gcs['tracked_objects']:,} tracked objects ({gcs['frozen_objects']:,} frozen)"
     )
     print(
         f"\noverload {over['overload_seconds']:.0f} s: {over['evaluations_during_overload']} evaluated, "

@@ -92,6 +92,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     side = over["host_latency_interleaved"]["conditions"]
     assert set(side) == {"undecorated", "OTel span by hand (floor)", "faithtrace, sampled in"}
     assert all(v["calls"] > 0 for v in side.values())
+    assert over["gc_during_overload"]["gen0"]["collections"] > 0  # the recorder saw the collector run
     assert over["dropped_during_overload"] > 0  # the queue was full: calls were dropped, not blocked
     assert over["memory_over_time"]
 
