@@ -249,6 +249,13 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:+.3f}"
 
 
+def _latency_table(first: str, summaries: dict[str, dict[str, Any]]) -> str:
+    return _common.table(
+        [first, "calls", "p50 ms", "p99 ms", "max ms"],
+        [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in summaries.items()],
+    )
+
+
 def _host_latency_idle(args: argparse.Namespace) -> list[float]:
     _host_loop(_host_work, args.host_rate, 1.0)  # warm-up
     return _host_loop(_host_work, args.host_rate, args.host_seconds)
@@ -333,23 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"\nhost request latency at {args.host_rate:.0f} req/s (handler ~1 ms of CPU)\n")
-    print(
-        _common.table(
-            ["condition", "calls", "p50 ms", "p99 ms", "max ms"],
-            [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in over["host_latency"].items()],
-        )
-    )
+    print(_latency_table("condition", over["host_latency"]))
     inter = over["host_latency_interleaved"]
     print(
         f"\nthe same, side by side: {inter['rounds']} rounds of {inter['window_s']:.1f} s windows per path, "
         "worker saturated\n"
     )
-    print(
-        _common.table(
-            ["host path", "calls", "p50 ms", "p99 ms", "max ms"],
-            [[k, v["calls"], v["p50_ms"], v["p99_ms"], v["max_ms"]] for k, v in inter["conditions"].items()],
-        )
-    )
+    print(_latency_table("host path", inter["conditions"]))
     gcs = over["gc_during_overload"]
     print(
         "\ngarbage collector pauses during the overload (every thread waits): "
