@@ -48,6 +48,10 @@ def _maybe_reexec(args: argparse.Namespace) -> None:
     if python.exists() and python.parent.parent.resolve() != Path(sys.prefix).resolve():
         print(f"peers not importable here; re-running under {python}", flush=True)
         os.environ["FAITHTRACE_BENCH_REEXEC"] = "1"
+        # This checkout's code, whatever checkout the peers' venv was installed from (it is shared in the
+        # user cache, and an editable install there may point at another clone, or a deleted one).
+        src = str(Path(__file__).resolve().parent.parent / "src")
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
         os.execv(str(python), [str(python), *sys.argv])
 
 
