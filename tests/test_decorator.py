@@ -59,6 +59,16 @@ class Bot:
     async def acmethod(cls, question: str, contexts: list[str]) -> str:
         return FAITHFUL
 
+    @classmethod
+    @trace_faithfulness  # inside: it wraps the plain function, and cls arrives as the first argument
+    def inner_cmethod(cls, question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    @staticmethod
+    @trace_faithfulness
+    async def inner_asmethod(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
     @trace_faithfulness
     @staticmethod
     def smethod(question: str, contexts: list[str]) -> str:
@@ -95,6 +105,8 @@ CASES: dict[str, tuple[Callable[[], Any], str]] = {
     "classmethod": (lambda: Bot.cmethod(QUESTION, [CONTEXT]), "Bot.cmethod"),
     "async classmethod": (lambda: Bot().acmethod(QUESTION, [CONTEXT]), "Bot.acmethod"),
     "staticmethod": (lambda: Bot.smethod(QUESTION, [CONTEXT]), "Bot.smethod"),
+    "decorator inside classmethod": (lambda: Bot().inner_cmethod(QUESTION, [CONTEXT]), "Bot.inner_cmethod"),
+    "decorator inside staticmethod": (lambda: Bot.inner_asmethod(QUESTION, [CONTEXT]), "Bot.inner_asmethod"),
     "async staticmethod": (lambda: Bot().asmethod(QUESTION, [CONTEXT]), "Bot.asmethod"),
     "generator method": (lambda: Bot().gen_method(QUESTION, [CONTEXT]), "Bot.gen_method"),
 }
