@@ -67,21 +67,14 @@ def throughput(doc: dict[str, Any]) -> str:
         f"\nHost at {o['host_rate_per_s']:.0f} req/s, queue {o['queue_size']}, "
         f"concurrency {o['concurrency']}:\n"
     )
-    lines.append("| condition | calls | p50 ms | p99 ms | max ms |")
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
-    for k, v in o["host_latency"].items():
-        lines.append(f"| {k} | {v['calls']} | {_f(v['p50_ms'])} | {_f(v['p99_ms'])} | {_f(v['max_ms'])} |")
+    lines += _latency_rows("condition", o["host_latency"])
     inter = o.get("host_latency_interleaved")
     if inter:
         lines.append(
             f"\nThe same paths side by side, worker saturated: {inter['rounds']} rounds of "
             f"{inter['window_s']:.1f} s windows, alternating:\n"
         )
-        lines.append("| host path | calls | p50 ms | p99 ms | max ms |")
-        lines.append("| --- | ---: | ---: | ---: | ---: |")
-        for k, v in inter["conditions"].items():
-            p50, p99, top = _f(v["p50_ms"]), _f(v["p99_ms"]), _f(v["max_ms"])
-            lines.append(f"| {k} | {v['calls']} | {p50} | {p99} | {top} |")
+        lines += _latency_rows("host path", inter["conditions"])
     lines.append(
         f"\nOverload {o['overload_seconds']:.0f} s: {o['evaluations_during_overload']} evaluated, "
         f"{o['dropped_during_overload']} dropped, queue depth max {_f(o['queue_depth_max'], 0)}; RSS "
@@ -105,8 +98,9 @@ def throughput(doc: dict[str, Any]) -> str:
         lines.append(
             "Garbage collector pauses during the overload (every thread waits for one): "
             + "; ".join(
-                f"{g}: {c['collections']}, max {_f(c['max_ms'], 1)} ms, total {_f(c['total_ms'], 0)} ms"
-                for g, c in ((g, gcs[g]) for g in ("gen0", "gen1", "gen2"))
+                f"{g}: {gcs[g]['collections']}, max {_f(gcs[g]['max_ms'], 1)} ms, "
+                f"total {_f(gcs[g]['total_ms'], 0)} ms"
+                for g in ("gen0", "gen1", "gen2")
             )
             + f"; {gcs['tracked_objects']:,} objects tracked, {gcs['frozen_objects']:,} frozen."
         )
@@ -115,6 +109,13 @@ def throughput(doc: dict[str, Any]) -> str:
             f"\nfaithtrace API calls that raised: {len(doc['faithtrace_api_errors'])} (see the JSON)."
         )
     return "\n".join(lines) + "\n"
+
+
+def _latency_rows(first: str, summaries: dict[str, dict[str, Any]]) -> list[str]:
+    rows = [f"| {first} | calls | p50 ms | p99 ms | max ms |", "| --- | ---: | ---: | ---: | ---: |"]
+    for k, v in summaries.items():
+        rows.append(f"| {k} | {v['calls']} | {_f(v['p50_ms'])} | {_f(v['p99_ms'])} | {_f(v['max_ms'])} |")
+    return rows
 
 
 def accuracy(doc: dict[str, Any]) -> str:
