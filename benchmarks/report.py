@@ -32,7 +32,9 @@ def _head(doc: dict[str, Any]) -> str:
 
 
 def overhead(doc: dict[str, Any]) -> str:
-    lines = [f"### overhead ({doc['calls_per_round']} calls × {doc['rounds']} rounds, median)\n", _head(doc)]
+    lead = f" after {doc['lead_in_calls']} untimed" if doc.get("lead_in_calls") else ""
+    title = f"### overhead ({doc['calls_per_round']} calls{lead} × {doc['rounds']} rounds, median)\n"
+    lines = [title, _head(doc)]
     lines.append(
         "| variant | p50 ns/call | × OTel floor | ns over bare | p99 ns | CPU ns/call | CPU × floor |"
     )
@@ -47,8 +49,10 @@ def overhead(doc: dict[str, Any]) -> str:
                 f"{_f(r.get('cpu_ns_per_call'), 0)} | {_f(r.get('cpu_ratio_to_otel_floor'))} |"
             )
     for name, t in doc.get("targets", {}).items():
+        spread = t.get("per_round_quartiles")
+        iqr = f" (per-round quartiles {_f(spread[0])}–{_f(spread[1])})" if spread else ""
         lines.append(
-            f"\n- {name}: {_f(t['value'])} (target {t['target']}): **{'met' if t['met'] else 'missed'}**"
+            f"\n- {name}: {_f(t['value'])}{iqr}, target {t['target']}: **{'met' if t['met'] else 'missed'}**"
         )
     return "\n".join(lines) + "\n"
 

@@ -46,7 +46,9 @@ def fake_judge_url() -> Iterator[str]:
 
 def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None:
     out = tmp_path / "overhead.json"
-    proc = _run("overhead.py", "--calls", "50", "--rounds", "2", "--no-peers", "--out", str(out))
+    proc = _run(
+        "overhead.py", "--calls", "50", "--rounds", "2", "--lead-in", "20", "--no-peers", "--out", str(out)
+    )  # fmt: skip
     data = json.loads(out.read_text())
     rows = {r["variant"]: r for r in data["results"]}
     for name in (
@@ -60,6 +62,9 @@ def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None
     # The sampled-in variant really produced spans (a benchmark of a no-op would prove nothing).
     assert data["checks"]["faithtrace sampled in"] == "3 spans for 3 calls"
     assert "x OTel floor" in proc.stdout
+    assert data["lead_in_calls"] == 20
+    low, high = data["targets"]["sampled_in_ratio_to_floor"]["per_round_quartiles"]
+    assert 0 < low <= high
 
 
 def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
