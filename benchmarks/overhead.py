@@ -6,7 +6,7 @@ shared and noisy. Two figures per variant: the latency of each call on the calli
 request feels), and the process's CPU time per call with every thread counted, after the variant's deferred
 work has drained (what the machine pays; faithtrace ends its span on its worker thread, Langfuse exports
 from a batch thread). Each timed block follows an untimed lead-in of calls to the same variant, so that a
-variant's background thread is already at work when timing starts: a block timed from a standing start would
+variant's background thread is already at work when timing starts: a block timed from a standing start can
 catch faithtrace's worker asleep for its first poll interval and report calls that no steady stream of
 traffic sees. The judge is a loopback stand-in that never answers within the run, so
 sampled-in calls pay for the span and the enqueue but scoring itself costs nothing here (it runs off the
@@ -89,10 +89,14 @@ FLOOR = "otel span (floor)"
 BARE = "bare function"
 
 
+def _ratios(vals: list[float], base: list[float]) -> list[float]:
+    return [v / b for v, b in zip(vals, base, strict=True)]
+
+
 def _median_ratio(vals: list[float], base: list[float] | None) -> float | None:
     if not base:
         return None
-    return _common.median([v / b for v, b in zip(vals, base, strict=True)])
+    return _common.median(_ratios(vals, base))
 
 
 def _median_diff(vals: list[float], base: list[float] | None) -> float | None:
@@ -105,7 +109,7 @@ def _ratio_spread(vals: list[float], base: list[float] | None) -> list[float] | 
     """The 25th and 75th percentiles of the per-round ratios: how settled the median is on this machine."""
     if not base:
         return None
-    ratios = [v / b for v, b in zip(vals, base, strict=True)]
+    ratios = _ratios(vals, base)
     return [_common.percentile(ratios, 25), _common.percentile(ratios, 75)]
 
 
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Request-path overhead per call (ns), ratios to an OTel span."
     )
-    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds (about 20 s)")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds (about 30 s)")
     parser.add_argument("--calls", type=int, help="calls per timed block (default 10000, quick 3000)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 21, quick 5)")
     parser.add_argument(
@@ -212,12 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     _maybe_reexec(args)
     n = args.calls or (3000 if args.quick else 10000)
     rounds = args.rounds or (5 if args.quick else 21)
-    data = run(n, rounds, include_peers=not args.no_peers, seed=args.seed, lead_in=args.lead_in)
+    lead_in = max(0, args.lead_in)
+    data = run(n, rounds, include_peers=not args.no_peers, seed=args.seed, lead_in=lead_in)
     headers = [
         "variant", "p50 ns", "x OTel floor*", "ns over bare*", "p99 ns", "CPU ns/call", "CPU x floor*", "note"
     ]  # fmt: skip
     print(
-        f"\noverhead per call: {n} calls (after {args.lead_in} untimed) x {rounds} interleaved rounds,"
+        f"\noverhead per call: {n} calls (after {lead_in} untimed) x {rounds} interleaved rounds,"
         " median of the rounds\n"
     )
     print(
