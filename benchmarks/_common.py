@@ -149,3 +149,13 @@ def fake_judge(latency_s: float, *, items: int = 3, max_seconds: float = 3600.0)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def gc_pauses_text(gcs: dict[str, Any]) -> str:
+    """The collector's pauses per generation, as ``throughput.py`` records them (``gc_during_overload``)."""
+    per_gen = "; ".join(
+        f"{g}: {gcs[g]['collections']} collections, max {gcs[g]['max_ms']:.1f} ms, "
+        f"total {gcs[g]['total_ms']:,.0f} ms"
+        for g in ("gen0", "gen1", "gen2")
+    )
+    return f"{per_gen}; {gcs['tracked_objects']:,} objects tracked, {gcs['frozen_objects']:,} frozen"

@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common
+
 HERE = Path(__file__).resolve().parent
 MARKER = "<!-- figures -->"
 
@@ -100,13 +104,8 @@ def throughput(doc: dict[str, Any]) -> str:
     gcs = o.get("gc_during_overload")
     if gcs:
         lines.append(
-            "Garbage collector pauses during the overload (every thread waits for one): "
-            + "; ".join(
-                f"{g}: {gcs[g]['collections']}, max {_f(gcs[g]['max_ms'], 1)} ms, "
-                f"total {_f(gcs[g]['total_ms'], 0)} ms"
-                for g in ("gen0", "gen1", "gen2")
-            )
-            + f"; {gcs['tracked_objects']:,} objects tracked, {gcs['frozen_objects']:,} frozen."
+            f"Garbage collector pauses during the overload (every thread waits for one): "
+            f"{_common.gc_pauses_text(gcs)}."
         )
     if doc.get("faithtrace_api_errors"):
         lines.append(

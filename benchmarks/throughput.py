@@ -347,15 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         "worker saturated\n"
     )
     print(_latency_table("host path", inter["conditions"]))
-    gcs = over["gc_during_overload"]
     print(
         "\ngarbage collector pauses during the overload (every thread waits): "
-        + "; ".join(
-            f"{g}: {gcs[g]['collections']} collections, max {gcs[g]['max_ms']:.1f} ms, "
-            f"total {gcs[g]['total_ms']:.0f} ms"
-            for g in ("gen0", "gen1", "gen2")
-        )
-        + f"; {gcs['tracked_objects']:,} tracked objects ({gcs['frozen_objects']:,} frozen)"
+        + _common.gc_pauses_text(over["gc_during_overload"])
     )
     print(
         f"\noverload {over['overload_seconds']:.0f} s: {over['evaluations_during_overload']} evaluated, "

@@ -162,6 +162,7 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 return wrapped(*args, **kwargs)
             return trace_stream(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
 
+        # wrapt's proxy, not a closure: it still reads as a (async) generator function to inspect.
         return wrapt.FunctionWrapper(func, stream_wrapper)
 
     if _is_async(func):
