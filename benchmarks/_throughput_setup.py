@@ -102,11 +102,11 @@ class Faithtrace:
                 api_base=self.judge_base,
                 api_key="sk-bench",
                 structured_output="json_schema",
-                max_concurrency=max(4, concurrency * 2),
+                max_concurrency=concurrency,  # evaluations at once, and LLM requests in flight
                 timeout_s=max(30.0, self.latency_s * 10),
             ),
             sampling=faithtrace.SamplingOptions(ratio=rate),
-            worker=faithtrace.WorkerOptions(queue_size=queue_size, concurrency=concurrency),
+            worker=faithtrace.WorkerOptions(queue_size=queue_size),
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
         )

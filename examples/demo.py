@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         faithtrace.configure(
             tracer_provider=provider,
             judge=faithtrace.JudgeSettings(timeout_s=300),
-            worker=faithtrace.WorkerOptions(concurrency=1, evaluation_timeout_s=900),
+            worker=faithtrace.WorkerOptions(evaluation_timeout_s=900),
         )
 
     found: dict[int, EvaluationView] = {}

@@ -29,9 +29,11 @@ def test_defaults() -> None:
     assert s.sampling == SamplingOptions()
     assert s.capture.content is True
     # The embedded judge serves one request at a time on the CPU: one evaluation at a time, long timeout.
-    assert s.worker == WorkerOptions(concurrency=1, evaluation_timeout_s=900.0)
+    assert s.worker == WorkerOptions(evaluation_timeout_s=900.0)
+    assert s.concurrency == 1
     remote = build_settings(environ={"FAITHTRACE_JUDGE_MODEL": "openai/gpt-4o-mini"})
     assert remote.worker == WorkerOptions()
+    assert remote.concurrency == remote.judge.max_concurrency == 4
     assert (s.service_name, s.otlp_endpoint, s.prometheus_port, s.prometheus_host) == (
         None,
         None,
@@ -66,7 +68,7 @@ def test_environment() -> None:
         ratio=0.25, max_per_second=2.5, max_tokens_per_hour=100000, max_cost_usd_per_hour=1.5
     )
     assert s.capture.content is False
-    assert (s.worker.queue_size, s.worker.concurrency, s.worker.evaluation_timeout_s) == (10, 2, 30.0)
+    assert (s.worker.queue_size, s.concurrency, s.worker.evaluation_timeout_s) == (10, 2, 30.0)
     assert (s.service_name, s.otlp_endpoint, s.prometheus_port) == ("rag-api", "http://127.0.0.1:4318", 9999)
 
 

@@ -96,7 +96,7 @@ def test_judge_request_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
 
 
 def test_full_queue_drops_and_counts_without_blocking(ft: FaithtraceCapture, fake_judge: Any) -> None:
-    ft.configure(judge=fake_judge.settings(), worker=WorkerOptions(queue_size=1, concurrency=1))
+    ft.configure(judge=fake_judge.settings(max_concurrency=1), worker=WorkerOptions(queue_size=1))
 
     @trace_faithfulness
     def answer(question: str, contexts: list[str]) -> str:

@@ -8,18 +8,19 @@
 Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
 """
 
-from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions, configure, flush, shutdown
+from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions
 from faithtrace._decorator import trace_faithfulness
 from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
 from faithtrace._evaluate import aevaluate, evaluate
+from faithtrace._runtime import ShutdownReport, configure, flush, shutdown
 from faithtrace._version import __version__
+from faithtrace.judge.calls import LLMCall
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import (
     ClaimVerdict,
     ErrorInfo,
     FaithfulnessResult,
     IdkPolicy,
-    LLMCall,
     Outcome,
     StepUsage,
     VerdictCounts,
@@ -41,6 +42,7 @@ __all__ = [
     "Outcome",
     "SamplingOptions",
     "ScoringOptions",
+    "ShutdownReport",
     "StepUsage",
     "VerdictCounts",
     "WorkerOptions",

@@ -3,8 +3,8 @@
 Per call: read the runtime, ask the sampler (O(1)); a sampled-out call then runs bare apart from one integer
 increment. A sampled-in call runs inside a span; on return, its texts are captured and handed to the worker
 with the still-open span, without blocking: the worker sets the attributes, ends the span at the call's own
-end time and queues the evaluation (``_finish``). The host's result and exceptions pass through untouched,
-and a call that raised is not scored (its span is ended here, with the exception recorded).
+end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_pending``). The host's
+result and exceptions pass through untouched, and a call that raised is not scored (``PendingSpan.fail``).
 """
 
 from __future__ import annotations
@@ -17,104 +17,16 @@ from typing import Any, TypeVar, cast, overload
 
 import wrapt
 from opentelemetry.context import attach, detach
-from opentelemetry.trace import Span, Status, StatusCode, set_span_in_context
+from opentelemetry.trace import set_span_in_context
 
 from faithtrace import _internal, _runtime, _streams
-from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec, Spec, scrub_secrets
+from faithtrace._capture import CaptureSpec, Spec
 from faithtrace._errors import ConfigError
-from faithtrace._finish import Returned
-from faithtrace._sampling import PARENT
-from faithtrace._telemetry.metrics import FunctionStats, register
+from faithtrace._pending import PendingSpan
+from faithtrace._telemetry.metrics import FunctionStats
+from faithtrace._traced import Traced
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Traced:
-    """What one decorated function needs per call, computed once at decoration time."""
-
-    __slots__ = ("is_static", "name", "spec", "stats")
-
-    def __init__(self, name: str, spec: CaptureSpec, is_static: bool) -> None:
-        self.name = name
-        self.spec = spec
-        self.stats = register(FunctionStats(name))
-        self.is_static = is_static
-
-    def call(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Call:
-        offset = 1 if instance is not None and not self.is_static else 0
-        return Call(instance, args, kwargs, offset, result)
-
-    def returned(self, rt: _runtime.Runtime, span: Span, call: Call) -> None:
-        """After a successful call: capture its texts and hand the span over to be finished and scored.
-
-        Only what must read the host's objects happens here (capture yields plain strings); attributes,
-        scrubbing, the span's end and its export run on the worker (see ``_finish``). Never raises into the
-        host, except for faithtrace bugs under pytest.
-        """
-        end_ns = time.time_ns()
-        handed = False
-        try:
-            ctx = span.get_span_context()
-            if ctx.is_valid and not ctx.trace_flags.sampled:
-                # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
-                # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
-                self.stats.sampled_out[PARENT] += 1
-                return
-            captured: Captured | None
-            try:
-                captured = self._bounded(rt, self.spec.capture(call))
-                problem = ""
-            except CaptureError as exc:
-                captured, problem = None, str(exc)
-            handed = True
-            rt.handoff(Returned(span, end_ns, time.monotonic(), self.stats, captured, problem))
-        except Exception as exc:
-            _internal.internal_error("capture", exc)
-        finally:
-            if not handed:
-                span.end(end_time=end_ns)
-
-    @staticmethod
-    def _bounded(rt: _runtime.Runtime, captured: Captured) -> Captured:
-        """The texts cut to what scoring reads: what waits for the worker must hold bounded memory, whatever
-        was retrieved. (Slicing a string that fits returns the same object: no copy in the common case.)"""
-        scoring = rt.settings.scoring
-        if captured.query is not None:
-            captured.query = captured.query[: scoring.max_answer_chars]
-        if captured.answer is not None:
-            captured.answer = captured.answer[: scoring.max_answer_chars + 1]
-        if captured.contexts is not None:
-            captured.contexts = _capture_bounded(captured.contexts, scoring.max_context_chars + 1)
-        return captured
-
-
-def failed(span: Span, exc: BaseException) -> None:
-    """The host's call raised: record it and end the span here (a failed call is not scored)."""
-    record_failure(span, exc)
-    span.end()
-
-
-def record_failure(span: Span, exc: BaseException) -> None:
-    """The host's exception on its span, like OTel's own recording but with secrets scrubbed from the message
-    (exception messages often quote connection strings and keys)."""
-    try:
-        message = scrub_secrets(str(exc))[:2000]
-        span.record_exception(exc, attributes={"exception.message": message})
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
-    except Exception as error:
-        _internal.internal_error("recording an exception", error)
-
-
-def _capture_bounded(contexts: list[str], max_chars: int) -> list[str]:
-    """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
-    out: list[str] = []
-    budget = max_chars
-    for text in contexts:
-        if budget <= 0:
-            break
-        out.append(text[:budget])
-        budget -= len(text)
-    return out
 
 
 def _is_async(fn: Any) -> bool:
@@ -129,7 +41,7 @@ def _sampling_failed(exc: Exception) -> int:
 
 
 def _decide() -> tuple[_runtime.Runtime, int]:
-    """The sampling decision: 0 to trace and score, a reason code > 0 to skip, -1 when disabled."""
+    """The sampling decision: 0 to trace and score, a ``Reason`` > 0 to skip, -1 when disabled."""
     rt = _runtime.RUNTIME or _runtime.current()
     try:
         return rt, (rt.sampler.decide() if rt.enabled else -1)
@@ -174,15 +86,16 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 _count_skipped(stats, reason)
                 return result
             span = rt.tracer.start_span(name)
+            pending = PendingSpan(span, stats)
             token = attach(set_span_in_context(span))
             try:
                 result = await wrapped(*args, **kwargs)
             except BaseException as exc:
-                failed(span, exc)
+                pending.fail(exc)
                 raise
             finally:
                 detach(token)
-            traced.returned(rt, span, traced.call(instance, args, kwargs, result))
+            traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
             stats.calls += 1
             return result
 
@@ -197,15 +110,16 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
         # start_span + attach rather than start_as_current_span: the same span and context, without the
         # context manager's generator machinery, and the span stays open for the worker to end.
         span = rt.tracer.start_span(name)
+        pending = PendingSpan(span, stats)
         token = attach(set_span_in_context(span))
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            failed(span, exc)
+            pending.fail(exc)
             raise
         finally:
             detach(token)
-        traced.returned(rt, span, traced.call(instance, args, kwargs, result))
+        traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
         stats.calls += 1
         return result
 

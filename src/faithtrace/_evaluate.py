@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from faithtrace._config import resolve_judge
 from faithtrace._errors import ConfigError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
@@ -25,15 +26,8 @@ _judges_lock = threading.Lock()
 
 
 def resolve_settings(judge: str | JudgeSettings | None) -> JudgeSettings:
-    if judge is None:
-        return JudgeSettings.from_env()
-    if isinstance(judge, JudgeSettings):
-        return judge
-    if isinstance(judge, str):
-        if not judge.strip():
-            raise ConfigError("judge: expected a litellm model string such as 'openai/gpt-4o-mini', got ''")
-        return JudgeSettings.from_env(model=judge.strip())
-    raise ConfigError(f"judge: expected None, a model string or JudgeSettings, got {type(judge).__name__}")
+    """Settings given as they are; otherwise from a model string and the environment."""
+    return judge if isinstance(judge, JudgeSettings) else resolve_judge(judge)
 
 
 def get_judge(judge: JudgeArg = None) -> Judge:

@@ -1,55 +1,74 @@
-"""The live state behind the decorator: settings, tracer, instruments, sampler, worker and judge.
+"""The live state behind the decorator, and its lifecycle: ``configure()``, ``flush()``, ``shutdown()``.
 
-One ``Runtime`` per configuration, swapped atomically by ``configure()``; the decorator reads the module-level
-``RUNTIME`` once per call. Without ``configure()`` a runtime is built lazily from the environment and the
-global providers. The worker thread starts on the first sampled call, and again lazily in a forked child.
+One ``Runtime`` per configuration (settings, tracer, instruments, sampler, scorer, worker), swapped atomically
+by ``configure()``; the decorator reads the module-level ``RUNTIME`` once per call. Without ``configure()`` a
+runtime is built lazily from the environment and the global providers. The worker thread starts on the first
+sampled call, and again lazily in a forked child. Scoring itself lives in ``scoring.scorer``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import importlib
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace import _finish, _internal
-from faithtrace._config import Settings, build_settings
-from faithtrace._errors import FaithtraceError
-from faithtrace._finish import Returned
+from faithtrace import _internal
+from faithtrace._config import CaptureOptions, SamplingOptions, Settings, WorkerOptions, build_settings
+from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
 from faithtrace._version import __version__
-from faithtrace._worker import Job, Worker
-from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
+from faithtrace._worker import Closed, Worker
+from faithtrace.judge.settings import JudgeSettings
+from faithtrace.scoring.options import ScoringOptions
+from faithtrace.scoring.scorer import Scorer
 
-if TYPE_CHECKING:
-    from faithtrace.judge.client import Judge
-
-_ENDPOINT_RETRY_S = 60.0
 # Returned calls waiting for the worker to finish their spans. Each holds at most the capped texts of one
 # call (contexts and answer are cut to the scoring limits on the request path), so this bounds the memory.
-_INBOX_SIZE = 1024  # after the judge endpoint failed to come up, fail evaluations fast for this long
-
-
-async def _off_loop(func: Callable[[], object]) -> None:
-    try:
-        await asyncio.to_thread(func)
-    except RuntimeError:
-        # At interpreter exit the default executor refuses new work; the flush at exit must still score
-        # what is queued, so block this (faithtrace's own) loop instead.
-        func()
+_INBOX_SIZE = 1024
+# Of a shutdown's time, what is kept back from the evaluations for exporting the telemetry they produced.
+_EXPORT_SHARE: Final = 0.2
+_MAX_EXPORT_RESERVE_S: Final = 1.0
 
 
 def _refuse(job: Job) -> bool:
     return False
+
+
+@dataclass(frozen=True)
+class ShutdownReport:
+    """What ``faithtrace.shutdown()`` got done before its deadline, and what it lost.
+
+    Attributes:
+        abandoned: evaluations still queued at the deadline, never started (counted as ``dropped``).
+        cancelled: evaluations running at the deadline, cancelled (counted as ``dropped``).
+        unfinished_spans: decorated calls whose span could not be ended (a span processor of the app blocked).
+        telemetry_flushed: the exporters confirmed everything within the deadline.
+        elapsed_s: how long the shutdown took.
+    """
+
+    abandoned: int = 0
+    cancelled: int = 0
+    unfinished_spans: int = 0
+    telemetry_flushed: bool = True
+    elapsed_s: float = 0.0
+
+    @property
+    def dropped(self) -> int:
+        """Evaluations lost: abandoned plus cancelled."""
+        return self.abandoned + self.cancelled
+
+    @property
+    def complete(self) -> bool:
+        """Nothing was lost."""
+        return not (self.dropped or self.unfinished_spans) and self.telemetry_flushed
 
 
 class Runtime:
@@ -62,127 +81,47 @@ class Runtime:
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
         self.instruments = ft_metrics.instruments_for(meter_provider)
         self.sampler = Sampler(settings.sampling)
+        self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self._worker: Worker | None = None
         self._closed = False
         self._lock = threading.Lock()
-        self._judge: Judge | None = None
-        self._endpoint_lock: asyncio.Lock | None = None
-        self._endpoint_failed: tuple[float, ErrorInfo] | None = None
-        self._judge_ready = False
 
     # --- request path --------------------------------------------------------------------------------------
-    def handoff(self, item: Returned) -> None:
+    def handoff(self, pending: PendingSpan) -> None:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            _finish.finish(self, item, _refuse)
-        elif not worker.handoff(item):
-            _finish.finish(self, item, worker.offer)
+            pending.finish(self.capture, _refuse)
+        elif not worker.handoff(pending):
+            pending.finish(self.capture, worker.offer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
-                w = self.settings.worker
+                capture = self.capture
+
+                def finish(pending: PendingSpan, offer: Offer) -> None:
+                    pending.finish(capture, offer)
+
                 self._worker = Worker(
-                    lambda item, offer: _finish.finish(self, item, offer),
-                    self.evaluate,
-                    queue_size=w.queue_size,
-                    concurrency=w.concurrency,
+                    finish,
+                    self.score_job,
+                    queue_size=self.settings.worker.queue_size,
+                    concurrency=self.settings.concurrency,
                     inbox_size=_INBOX_SIZE,
                 )
             return self._worker
-
-    def flush_spans(self, timeout: float) -> bool:
-        """Wait until every returned call's span has ended (not for scoring)."""
-        worker = self._worker
-        if worker is None:
-            return True
-        done = worker.flush(timeout, spans_only=True)
-        self._raise_kept(worker)
-        return done
-
-    @staticmethod
-    def _raise_kept(worker: Worker) -> None:
-        """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
-        if worker.errors and _internal.should_raise():
-            errors, worker.errors = worker.errors, []
-            raise errors[0]
 
     def depth(self) -> int:
         worker = self._worker
         return worker.depth() if worker is not None else 0
 
     # --- worker side ---------------------------------------------------------------------------------------
-    def judge(self) -> Judge:
-        if self._judge is None:
-            from faithtrace.judge.client import Judge
-
-            self._judge = Judge(self.settings.judge)
-        return self._judge
-
-    def _error_result(self, etype: str, message: str, started: float) -> FaithfulnessResult:
-        scoring = self.settings.scoring
-        return FaithfulnessResult(
-            outcome=Outcome.ERROR,
-            threshold=scoring.threshold,
-            idk_policy=scoring.idk_policy,
-            judge_model=self.judge().model_name,
-            duration_s=time.monotonic() - started,
-            error=ErrorInfo(type=etype, message=message[:1000]),
-        )
-
-    async def _ensure_endpoint(self, judge: Judge) -> ErrorInfo | None:
-        """Resolve the judge endpoint once, outside the evaluation timeout (the local judge starts slowly)."""
-        if self._judge_ready:
-            return None
-        if self._endpoint_lock is None:
-            self._endpoint_lock = asyncio.Lock()
-        async with self._endpoint_lock:
-            if self._judge_ready:
-                return None
-            failed = self._endpoint_failed
-            if failed is not None and time.monotonic() - failed[0] < _ENDPOINT_RETRY_S:
-                return failed[1]
-            try:
-                await _off_loop(judge.endpoint)
-                # litellm takes seconds to import; done here, it does not freeze the loop (and with it the
-                # timeouts and cancellation of every evaluation in flight).
-                await _off_loop(lambda: importlib.import_module("litellm"))
-            except FaithtraceError as exc:
-                info = ErrorInfo(type="judge_unavailable", message=f"{type(exc).__name__}: {exc}")
-                self._endpoint_failed = (time.monotonic(), info)
-                return info
-            self._endpoint_failed = None
-            self._judge_ready = True
-            return None
-
-    async def _score(self, job: Job) -> FaithfulnessResult:
-        from faithtrace.scoring.pipeline import run_pipeline
-
-        started = time.monotonic()
-        judge = self.judge()
-        timeout = self.settings.worker.evaluation_timeout_s
-        try:
-            failed = await self._ensure_endpoint(judge)
-            if failed is not None:
-                return self._error_result(failed.type, failed.message, started)
-            return await asyncio.wait_for(
-                run_pipeline(job.query, job.contexts, job.answer, judge=judge, options=self.settings.scoring),
-                timeout=timeout,
-            )
-        except TimeoutError:
-            return self._error_result("timeout", f"the evaluation took longer than {timeout:g} s", started)
-        except FaithtraceError as exc:
-            return self._error_result(getattr(exc, "type", type(exc).__name__), str(exc), started)
-        except Exception as exc:
-            _internal.internal_error("scoring", exc)
-            return self._error_result(type(exc).__name__, str(exc), started)
-
-    async def evaluate(self, job: Job) -> None:
-        """Score one job and turn the result into telemetry. Never raises (but under pytest)."""
+    async def score_job(self, job: Job) -> None:
+        """Score one queued job and turn the result into telemetry. Never raises (but under pytest)."""
         started_ns = time.time_ns()
-        result = await self._score(job)
+        result = await self.scorer.score(job.query, job.contexts, job.answer)
         try:
             spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture)
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
@@ -191,33 +130,48 @@ class Runtime:
             _internal.internal_error("evaluation telemetry", exc)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
-    def flush(self, timeout: float) -> bool:
+    @staticmethod
+    def _raise_kept(worker: Worker) -> None:
+        """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
+        if worker.errors and _internal.should_raise():
+            errors, worker.errors = worker.errors, []
+            raise errors[0]
+
+    def flush(self, timeout: float, *, evaluations: bool = True) -> bool:
+        """Wait for the worker (with ``evaluations=False`` only until every span has ended), then export."""
         deadline = time.monotonic() + timeout
         worker = self._worker
-        done = worker.flush(timeout) if worker is not None else True
+        done = True
         if worker is not None:
+            done = worker.flush(timeout, spans_only=not evaluations)
             self._raise_kept(worker)
-        for provider in self._providers():
-            setup.force_flush(provider, deadline - time.monotonic())
-        return done
+        providers = self.providers() if evaluations else self.providers()[:1]
+        exported = setup.flush_providers(providers, deadline)
+        return done and exported
 
-    def close(self, timeout: float) -> None:
+    def close(self, deadline: float) -> ShutdownReport:
+        """Stop the worker by ``deadline`` (monotonic) and flush the telemetry; report what was lost."""
+        started = time.monotonic()
         with self._lock:
             self._closed = True
             worker, self._worker = self._worker, None
-        deadline = time.monotonic() + timeout
+        closed = Closed()
         if worker is not None:
-            abandoned = worker.close(timeout)
-            if abandoned:
-                _internal.logger.warning(
-                    "faithtrace: %d queued evaluation(s) abandoned at shutdown (timeout %.1f s)",
-                    abandoned,
-                    timeout,
-                )
-        for provider in self._providers():
-            setup.force_flush(provider, deadline - time.monotonic())
+            reserve = min(_MAX_EXPORT_RESERVE_S, _EXPORT_SHARE * max(0.0, deadline - started))
+            closed = worker.close(deadline - reserve)
+            for job in (*closed.abandoned, *closed.cancelled):
+                ft_metrics.count_outcome(job.stats, n.OUTCOME_DROPPED)
+        flushed = setup.flush_providers(self.providers(), deadline)
+        return ShutdownReport(
+            abandoned=len(closed.abandoned),
+            cancelled=len(closed.cancelled),
+            unfinished_spans=closed.unfinished_spans,
+            telemetry_flushed=flushed,
+            elapsed_s=time.monotonic() - started,
+        )
 
-    def _providers(self) -> list[Any]:
+    def providers(self) -> list[Any]:
+        """The tracer and meter providers in use (the global ones unless given)."""
         from opentelemetry import metrics
 
         tp = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
@@ -228,7 +182,7 @@ class Runtime:
         # The worker's threads do not exist in the child; its queue and locks may be in any state.
         self._worker = None
         self._lock = threading.Lock()
-        self._endpoint_lock = None
+        self.scorer.after_fork()
         self.sampler.after_fork()
 
 
@@ -249,6 +203,8 @@ def current() -> Runtime:
 
 
 def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """Make ``settings`` the live configuration; the previous runtime finishes its queue within this call
+    (up to its ``shutdown_timeout_s``)."""
     global RUNTIME
     tp = setup.tracer_provider_for(settings, tracer_provider)
     mp = setup.meter_provider_for(settings, meter_provider)
@@ -258,31 +214,117 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
     with _swap_lock:
         old, RUNTIME = RUNTIME, new
     if old is not None:
-        old.close(old.settings.worker.shutdown_timeout_s)
+        _report(old.close(time.monotonic() + old.settings.worker.shutdown_timeout_s), "reconfiguration")
 
 
-def flush(timeout: float, *, evaluations: bool = True) -> bool:
+def configure(
+    *,
+    enabled: bool | None = None,
+    judge: str | JudgeSettings | None = None,
+    scoring: ScoringOptions | None = None,
+    sampling: SamplingOptions | None = None,
+    capture: CaptureOptions | None = None,
+    worker: WorkerOptions | None = None,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    service_name: str | None = None,
+    otlp_endpoint: str | None = None,
+    prometheus: bool | int | None = None,
+) -> None:
+    """Configure faithtrace (optional: without it, ``FAITHTRACE_*`` env vars and global providers are used).
+
+    Every argument left as ``None`` falls back to its environment variable, then to its default (the README's
+    configuration table lists them all). Calling it again replaces the whole configuration; evaluations
+    queued under the previous one still finish, within its ``shutdown_timeout_s``.
+
+    Args:
+        enabled: ``False`` makes ``@trace_faithfulness`` a pass-through.
+        judge: a litellm model string or ``JudgeSettings``; by default the embedded local judge.
+        scoring: ``ScoringOptions`` (threshold, idk policy, checks, size caps).
+        sampling: ``SamplingOptions`` (ratio, rate limit, hourly budgets).
+        capture: ``CaptureOptions`` (content switch, redaction hook, size caps).
+        worker: ``WorkerOptions`` (queue size, timeouts).
+        tracer_provider: defaults to the global tracer provider.
+        meter_provider: defaults to the global meter provider.
+        service_name: used when faithtrace sets up the providers itself.
+        otlp_endpoint: when the app has set up no providers, export spans and metrics over OTLP to this
+            endpoint; the other ``OTEL_EXPORTER_OTLP_*`` variables (headers, ...) apply as usual.
+        prometheus: serve ``/metrics`` at this port, or at ``FAITHTRACE_PROMETHEUS_PORT`` / 9464 when
+            ``True``. Needs ``faithtrace[prometheus]``.
+
+    Raises:
+        ConfigError: an explicit argument is invalid.
+    """
+    settings = build_settings(
+        enabled=enabled,
+        judge=judge,
+        scoring=scoring,
+        sampling=sampling,
+        capture=capture,
+        worker=worker,
+        service_name=service_name,
+        otlp_endpoint=otlp_endpoint,
+        prometheus=prometheus,
+    )
+    install(settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
+def flush(timeout: float = 30.0, *, evaluations: bool = True) -> bool:
+    """Wait until every queued evaluation has finished and its telemetry is exported.
+
+    A decorated call's own span is ended and exported by faithtrace's worker a moment after the call
+    returns. With ``evaluations=False`` this waits only for those spans, not for any scoring.
+    Returns False when ``timeout`` seconds passed first.
+    """
     rt = RUNTIME
     if rt is None:
         return True
-    if not evaluations:
-        deadline = time.monotonic() + timeout
-        done = rt.flush_spans(timeout)
-        setup.force_flush(rt._providers()[0], deadline - time.monotonic())
-        return done
-    return rt.flush(timeout)
+    return rt.flush(timeout, evaluations=evaluations)
 
 
-def shutdown(timeout: float) -> None:
+def shutdown(timeout: float = 30.0) -> ShutdownReport:
+    """Finish queued evaluations, stop the worker and flush telemetry, returning within ``timeout`` seconds
+    (plus a fraction of a second).
+
+    What could not be done in time is given up and reported: the returned ``ShutdownReport`` counts the
+    evaluations abandoned and cancelled (also counted as ``dropped`` in the evaluations metric) and says
+    whether the exporters confirmed; a warning is logged when anything was lost. Only the providers faithtrace
+    set up itself are shut down, never the app's. The decorator is a pass-through afterwards, until the next
+    ``configure()``. Runs at interpreter exit with the worker's ``shutdown_timeout_s``.
+    """
     global RUNTIME
+    started = time.monotonic()
+    deadline = started + max(0.0, timeout)
     with _swap_lock:
         old = RUNTIME
         # Closed, not None: a call after shutdown must not lazily start a new worker (e.g. during exit).
         RUNTIME = Runtime(build_settings(enabled=False, environ={}))
         RUNTIME._closed = True
-    if old is not None:
-        old.close(timeout)
-    setup.shutdown_owned()
+    report = old.close(deadline) if old is not None else ShutdownReport()
+    owned_down = setup.shutdown_owned(deadline)
+    report = ShutdownReport(
+        abandoned=report.abandoned,
+        cancelled=report.cancelled,
+        unfinished_spans=report.unfinished_spans,
+        telemetry_flushed=report.telemetry_flushed and owned_down,
+        elapsed_s=time.monotonic() - started,
+    )
+    _report(report, "shutdown")
+    return report
+
+
+def _report(report: ShutdownReport, during: str) -> None:
+    if report.complete:
+        return
+    _internal.logger.warning(
+        "faithtrace: %s after %.1f s lost %d queued and %d running evaluation(s), %d unfinished span(s)%s",
+        during,
+        report.elapsed_s,
+        report.abandoned,
+        report.cancelled,
+        report.unfinished_spans,
+        "" if report.telemetry_flushed else "; telemetry export did not finish in time",
+    )
 
 
 def _queue_depth() -> int:

@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Final
 
 from opentelemetry import trace
@@ -18,13 +19,28 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._config import SamplingOptions
 
-# Reason codes: indexes into FunctionStats.sampled_out, so counting a refusal is one list increment.
-SCORED: Final = 0
-PARENT: Final = 1
-RATIO: Final = 2
-BUDGET: Final = 3
-RATE_LIMIT: Final = 4
-REASONS: Final = ("", "parent", "ratio", "budget", "rate_limit")
+
+class Reason(IntEnum):
+    """Why a call is (not) scored. The values index ``FunctionStats.sampled_out``, so counting a refusal on
+    the request path is one list increment; ``label`` is the ``faithtrace.sampling.reason`` metric value."""
+
+    SCORED = 0
+    PARENT = 1
+    RATIO = 2
+    BUDGET = 3
+    RATE_LIMIT = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+# Module constants: the request path returns these without an enum attribute lookup per call.
+SCORED: Final = Reason.SCORED
+PARENT: Final = Reason.PARENT
+RATIO: Final = Reason.RATIO
+BUDGET: Final = Reason.BUDGET
+RATE_LIMIT: Final = Reason.RATE_LIMIT
 
 _TRACE_ID_MASK: Final = (1 << 64) - 1
 _HOUR_S: Final = 3600.0
@@ -84,8 +100,8 @@ class Sampler:
         self.cost_spent = 0.0
         self._lock = threading.Lock()
 
-    def decide(self) -> int:
-        """``SCORED`` (0) or the reason the call is not scored."""
+    def decide(self) -> Reason:
+        """``SCORED`` (0, false) or the reason the call is not scored."""
         if self._never:
             return RATIO
         ctx = current_span_context()

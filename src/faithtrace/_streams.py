@@ -15,21 +15,23 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from faithtrace._capture import to_text
+from faithtrace._pending import PendingSpan
 
 if TYPE_CHECKING:
-    from faithtrace._decorator import Traced
     from faithtrace._runtime import Runtime
+    from faithtrace._traced import Traced
 
 
 class _Stream:
-    __slots__ = ("args", "ctx", "instance", "kwargs", "limit", "parts", "rt", "size", "span", "traced")
+    __slots__ = ("args", "ctx", "instance", "kwargs", "limit", "parts", "pending", "rt", "size", "traced")
 
     def __init__(self, rt: Runtime, traced: Traced, instance: Any, args: Any, kwargs: Any) -> None:
         self.rt = rt
         self.traced = traced
         self.instance, self.args, self.kwargs = instance, args, kwargs
-        self.span: Span = rt.tracer.start_span(traced.name)
-        self.ctx = trace.set_span_in_context(self.span)
+        span: Span = rt.tracer.start_span(traced.name)
+        self.pending = PendingSpan(span, traced.stats)
+        self.ctx = trace.set_span_in_context(span)
         self.parts: list[str] = []
         self.size = 0
         # Keep only what scoring can use: a long stream must not grow memory without bound.
@@ -46,13 +48,11 @@ class _Stream:
     def done(self) -> None:
         traced = self.traced
         call = traced.call(self.instance, self.args, self.kwargs, "".join(self.parts))
-        traced.returned(self.rt, self.span, call)  # ends the span, now or on the worker
+        traced.returned(self.rt, self.pending, call)  # the span ends now or on the worker
         traced.stats.calls += 1
 
     def failed(self, exc: BaseException) -> None:
-        from faithtrace._decorator import failed
-
-        failed(self.span, exc)
+        self.pending.fail(exc)
 
 
 def traced_gen(

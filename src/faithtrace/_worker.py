@@ -5,7 +5,7 @@ Two bounded stages, both fed without blocking and both drained by one dispatcher
 * the **inbox**: calls that returned, handed over by the request path as they are (a live span, its end
   time, the captured texts). Setting the span's attributes, scrubbing and capping the texts, ending the span
   (and with it the exporter's work) and deciding whether the call is scored all happen here, off the host's
-  thread. A full inbox makes the host finish its own span (see ``_finish``), so memory stays bounded.
+  thread. A full inbox makes the host finish its own span (``PendingSpan.finish``), so memory stays bounded.
 * the **jobs**: evaluations waiting for one of ``concurrency`` slots on the event loop. A job that finds them
   full is dropped and counted by the caller.
 
@@ -25,12 +25,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from dataclasses import dataclass, field
+from typing import Final
 
-from opentelemetry.trace import SpanContext
-
-if TYPE_CHECKING:
-    from faithtrace._telemetry.metrics import FunctionStats
+from faithtrace._pending import Job, Offer, PendingSpan
 
 _MAX_KEPT_ERRORS: Final = 20
 # Spans finished per turn before the dispatcher lets the host's threads have the GIL back: a backlog is
@@ -44,16 +42,13 @@ _POLL_S: Final = 0.02
 _LINGER_S: Final = 1.0
 
 
-class Job(NamedTuple):
-    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
+@dataclass
+class Closed:
+    """What ``Worker.close`` could not do before its deadline."""
 
-    span_context: SpanContext  # the RAG span the evaluation belongs to
-    stats: FunctionStats  # the decorated function's counters
-    query: str | None
-    contexts: tuple[str, ...]
-    answer: str
-    enqueued_ns: int  # wall clock when the call returned, for the evaluation span
-    enqueued_at: float  # monotonic, for durations
+    abandoned: list[Job] = field(default_factory=list)  # queued, never started
+    cancelled: list[Job] = field(default_factory=list)  # running at the deadline, cancelled
+    unfinished_spans: int = 0  # handed-over calls whose span could not be ended (a blocked span processor)
 
 
 class Worker:
@@ -61,7 +56,7 @@ class Worker:
 
     def __init__(
         self,
-        finish: Callable[[Any, Callable[[Job], bool]], None],
+        finish: Callable[[PendingSpan, Offer], None],
         handler: Callable[[Job], Awaitable[None]],
         *,
         queue_size: int,
@@ -70,12 +65,13 @@ class Worker:
     ) -> None:
         self._finish = finish
         self._handler = handler
-        self._inbox: collections.deque[Any] = collections.deque()
+        self._inbox: collections.deque[PendingSpan] = collections.deque()
         self._inbox_size = inbox_size
         self._jobs: collections.deque[Job] = collections.deque()
         self._queue_size = queue_size
         self._concurrency = concurrency
         self._running = 0
+        self._cancelled: list[Job] = []  # running jobs cancelled by close()
         self._busy = False  # the dispatcher holds items it took off the inbox
         self._sleeping = False
         self._wake = threading.Event()
@@ -90,7 +86,7 @@ class Worker:
         self._dispatcher.start()
 
     # --- host side -----------------------------------------------------------------------------------------
-    def handoff(self, item: Any) -> bool:
+    def handoff(self, item: PendingSpan) -> bool:
         """Pass a returned call on for finishing; False (at once) when the inbox is full or closed."""
         inbox = self._inbox
         if self._closed or len(inbox) >= self._inbox_size:
@@ -137,30 +133,32 @@ class Worker:
     def _spans_done(self) -> bool:
         return not (self._inbox or self._busy)
 
-    def close(self, timeout: float) -> int:
-        """Stop taking work, finish what is queued within ``timeout``, cancel the rest.
+    def close(self, deadline: float, *, grace_s: float = 0.25) -> Closed:
+        """Stop taking work, finish what is queued until ``deadline`` (monotonic), cancel the rest.
 
-        Every span handed over is ended whatever the timeout: that is quick and never waits on the judge.
-        Returns how many queued evaluations were abandoned (never started).
+        Every span handed over is ended, unless a host span processor blocks the dispatcher: ending them on
+        this thread would block the caller too, so they are counted as unfinished instead. ``grace_s`` bounds
+        each of the few waits past the deadline (the dispatcher's last turn, the cancellation, the loop's end).
         """
         self._closed = True
-        deadline = time.monotonic() + max(0.0, timeout)
-        self.flush(timeout)
+        self.flush(deadline - time.monotonic())
         self._stopping = True
         self._wake.set()
-        self._dispatcher.join(timeout=max(1.0, deadline - time.monotonic()))
-        if self._dispatcher.is_alive():  # stuck in a host span processor: end what is left ourselves
-            self._drain_inbox()
-        abandoned = len(self._jobs)
+        self._dispatcher.join(timeout=max(0.0, deadline - time.monotonic()) + grace_s)
+        closed = Closed()
+        if self._dispatcher.is_alive():
+            closed.unfinished_spans = len(self._inbox)
+        closed.abandoned = list(self._jobs)
         self._jobs.clear()
-        if self._loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(self._cancel_running(), self._loop)
+        if self._loop.is_running() and self._running:
+            future = asyncio.run_coroutine_threadsafe(self._cancel_running(grace_s), self._loop)
             with contextlib.suppress(Exception):
-                future.result(timeout=max(0.1, deadline - time.monotonic()) + 1.0)
+                future.result(timeout=grace_s * 2)
+        closed.cancelled = list(self._cancelled)
         with contextlib.suppress(RuntimeError):  # also stops a loop that has not started running yet
             self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop_thread.join(timeout=1.0)
-        return abandoned
+        self._loop_thread.join(timeout=grace_s)
+        return closed
 
     # --- worker side ---------------------------------------------------------------------------------------
     def _run_loop(self) -> None:
@@ -242,7 +240,7 @@ class Worker:
         try:
             await self._handler(job)
         except asyncio.CancelledError:
-            pass
+            self._cancelled.append(job)
         except BaseException as exc:  # the handler swallows everything but faithtrace bugs under pytest
             self._keep(exc)
         finally:
@@ -255,10 +253,10 @@ class Worker:
         if self._jobs:
             self._wake.set()
 
-    async def _cancel_running(self) -> None:
+    async def _cancel_running(self, wait_s: float) -> None:
         current = asyncio.current_task()
         tasks = [t for t in asyncio.all_tasks() if t is not current]
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+            await asyncio.wait(tasks, timeout=wait_s)

@@ -111,7 +111,7 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
     )
 
 
-def _judge(args: argparse.Namespace, out: Output) -> Judge:
+def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
     judge = get_judge(args.judge)
     if judge.settings.is_local:
         from faithtrace.judge.local import ensure_local_judge
@@ -145,7 +145,7 @@ def _print_result(out: Output, result: FaithfulnessResult) -> None:
 
 
 def _cmd_score(args: argparse.Namespace, out: Output) -> int:
-    judge = _judge(args, out)
+    judge = _ready_judge(args, out)
     result = asyncio.run(
         run_pipeline(args.question, args.context, args.answer, judge=judge, options=_options(args))
     )
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.file.is_file():
                 out.error(f"faithtrace eval: cannot read {args.file}: no such file")
                 return 2
-            judge = _judge(args, out)
+            judge = _ready_judge(args, out)
             concurrency = args.concurrency or (1 if judge.settings.is_local else 4)
             return run_eval_command(
                 out,

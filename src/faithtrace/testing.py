@@ -68,11 +68,9 @@ class FaithtraceCapture:
     def _settle() -> None:
         """Wait for the worker to finish the calls handed to it (their spans, and the queue-or-drop
         decision behind the ``dropped`` count), without waiting for any scoring."""
-        from faithtrace import _runtime
+        import faithtrace
 
-        rt = _runtime.RUNTIME
-        if rt is not None:
-            rt.flush_spans(10.0)
+        faithtrace.flush(10.0, evaluations=False)
 
     def evaluation_spans(self) -> list[ReadableSpan]:
         from faithtrace._telemetry.names import EVALUATION_SPAN

@@ -18,6 +18,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from faithtrace import _internal
 from faithtrace._telemetry import names as n
+from faithtrace._sampling import Reason
 from faithtrace._version import __version__
 from faithtrace.scoring.models import FaithfulnessResult, Outcome
 
@@ -35,7 +36,7 @@ class FunctionStats:
     def __init__(self, name: str) -> None:
         self.name = name
         self.calls = 0
-        self.sampled_out = [0, 0, 0, 0, 0]  # indexed by faithtrace._sampling reason codes
+        self.sampled_out = [0] * len(Reason)  # indexed by Reason
         self.outcomes: dict[OutcomeKey, int] = {}
 
 
@@ -55,6 +56,7 @@ def _all_stats() -> list[FunctionStats]:
 
 
 Key = tuple[tuple[str, str], ...]
+_NOT_SCORED = tuple(r for r in Reason if r is not Reason.SCORED)
 
 
 def _sum(observations: dict[Key, int | float]) -> list[Observation]:
@@ -70,8 +72,6 @@ def _observe_calls(_options: CallbackOptions) -> Iterable[Observation]:
 
 
 def _observe_evaluations(_options: CallbackOptions) -> Iterable[Observation]:
-    from faithtrace._sampling import REASONS
-
     totals: dict[Key, int | float] = {}
     for stats in _all_stats():
         for (outcome, label), count in list(stats.outcomes.items()):
@@ -79,12 +79,13 @@ def _observe_evaluations(_options: CallbackOptions) -> Iterable[Observation]:
             if label is not None:
                 key = (*key, (n.GEN_AI_EVALUATION_SCORE_LABEL, label))
             totals[key] = totals.get(key, 0) + count
-        for code, count in enumerate(stats.sampled_out):
+        for reason in _NOT_SCORED:
+            count = stats.sampled_out[reason]
             if count:
                 key = (
                     (n.FUNCTION, stats.name),
                     (n.OUTCOME, n.OUTCOME_SAMPLED_OUT),
-                    (n.SAMPLING_REASON, REASONS[code]),
+                    (n.SAMPLING_REASON, reason.label),
                 )
                 totals[key] = totals.get(key, 0) + count
     return _sum(totals)

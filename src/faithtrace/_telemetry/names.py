@@ -57,6 +57,8 @@ TRUNCATED: Final = "faithtrace.truncated"  # names of attributes cut to the size
 SAMPLED: Final = "faithtrace.sampled"  # whether this call was queued for scoring
 # Why a call was not scored: ratio, parent, rate_limit, budget, queue_full.
 SAMPLING_REASON: Final = "faithtrace.sampling.reason"
+# The sampler's reasons are faithtrace._sampling.Reason labels; this one is the worker's.
+SAMPLING_REASON_QUEUE_FULL: Final = "queue_full"
 
 EVAL_OUTCOME: Final = "faithtrace.evaluation.outcome"
 EVAL_FAITHFULNESS: Final = "faithtrace.evaluation.faithfulness"

@@ -8,8 +8,9 @@ shut down by ``faithtrace.shutdown()``.
 from __future__ import annotations
 
 import logging
-import os
 import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,42 +54,41 @@ def _resource(settings: Settings) -> Any:
     return Resource.create({SERVICE_NAME: settings.service_name} if settings.service_name else {})
 
 
-def _http(signal: str) -> bool:
-    protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    return protocol.strip().lower() != "grpc"
-
-
-def _endpoint(base: str, path: str) -> str:
-    # The exporters append /v1/<signal> only to the endpoint they read from env, not to one passed in.
-    return base.rstrip("/") + path
+def _url(settings: Settings, signal: str) -> str:
+    """The exporter's URL for ``signal`` ("traces", "metrics"): the signal's own endpoint as it is, else the
+    base endpoint plus ``/v1/<signal>`` over HTTP (the exporters append that only to the endpoint they read
+    from the environment themselves, not to one passed in)."""
+    own = settings.otlp_traces_endpoint if signal == "traces" else settings.otlp_metrics_endpoint
+    if own:
+        return own
+    base = settings.otlp_endpoint
+    assert base is not None
+    protocol = settings.otlp_traces_protocol if signal == "traces" else settings.otlp_metrics_protocol
+    return base if protocol == "grpc" else base.rstrip("/") + f"/v1/{signal}"
 
 
 def span_exporter(settings: Settings) -> Any:
-    endpoint = settings.otlp_endpoint
-    assert endpoint is not None
-    if _http("TRACES"):
+    url = _url(settings, "traces")
+    if settings.otlp_traces_protocol != "grpc":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter(endpoint=_endpoint(endpoint, "/v1/traces"))
+        return OTLPSpanExporter(endpoint=url)
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 
-    return GrpcSpanExporter(endpoint=endpoint)
+    return GrpcSpanExporter(endpoint=url)
 
 
 def metric_exporter(settings: Settings) -> Any:
-    endpoint = settings.otlp_endpoint
-    assert endpoint is not None
-    if _http("METRICS"):
+    url = _url(settings, "metrics")
+    if settings.otlp_metrics_protocol != "grpc":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter(endpoint=_endpoint(endpoint, "/v1/metrics"))
+        return OTLPMetricExporter(endpoint=url)
     from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
         OTLPMetricExporter as GrpcMetricExporter,
     )
 
-    return GrpcMetricExporter(endpoint=endpoint)
+    return GrpcMetricExporter(endpoint=url)
 
 
 def _prometheus_reader(settings: Settings) -> Any:
@@ -119,7 +119,7 @@ def tracer_provider_for(settings: Settings, explicit: Any, *, make_global: bool 
     with _lock:
         if _owned.tracer_provider is not None:
             return _owned.tracer_provider
-        if app_has_tracer_provider() or not settings.otlp_endpoint:
+        if app_has_tracer_provider() or not settings.exports_otlp:
             return None  # the global provider (or the proxy, which follows the app's later set-up)
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -146,7 +146,7 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         if _owned.meter_provider is not None:
             return _owned.meter_provider
         app_owned = app_has_meter_provider()
-        if not wants_prometheus and (app_owned or not settings.otlp_endpoint):
+        if not wants_prometheus and (app_owned or not settings.exports_otlp):
             return None
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -154,7 +154,7 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         readers: list[Any] = []
         if wants_prometheus:
             readers.append(_prometheus_reader(settings))
-        if settings.otlp_endpoint and not app_owned:
+        if settings.exports_otlp and not app_owned:
             push = PeriodicExportingMetricReader(metric_exporter(settings))
             _owned.push_readers.append(push)
             readers.append(push)
@@ -176,32 +176,73 @@ def prometheus_address() -> tuple[str, int] | None:
     return _owned.prometheus_address
 
 
-def force_flush(provider: Any, timeout_s: float) -> None:
-    """Flush a provider's exporters; never raises (an exporter problem is not the caller's problem)."""
-    # Even when the caller's deadline has passed, give exporters a moment: finished spans are worth it.
-    millis = int(max(0.5, timeout_s) * 1000)
-    try:
-        if provider is not None and provider is _owned.meter_provider:
-            # Not the provider: a collect on the Prometheus reader queues a batch that the next scrape would
-            # expose next to its own, as duplicate series. Only push readers need flushing.
-            for reader in list(_owned.push_readers):
-                reader.force_flush(millis)
-            return
-        flush = getattr(provider, "force_flush", None)
-        if flush is not None:
-            flush(millis)
-    except Exception as exc:
-        logger.debug("faithtrace: flushing %s failed: %s", type(provider).__name__, exc)
+def bounded(func: Callable[[], object], deadline: float, what: str) -> bool:
+    """Run ``func`` on a daemon thread and wait for it until ``deadline`` (monotonic); True if it finished.
+
+    The SDK's exporters retry with backoff past any timeout they are given (a metrics export to a dead
+    endpoint took 27 s), so a deadline the caller asked for can only be kept by not waiting for them: an
+    abandoned export goes on in the background and dies with the process.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            func()
+        except Exception as exc:
+            logger.debug("faithtrace: %s failed: %s", what, exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"faithtrace-{what.replace(' ', '-')}", daemon=True).start()
+    finished = done.wait(max(0.0, deadline - time.monotonic()))
+    if not finished:
+        logger.debug("faithtrace: %s did not finish by the deadline; left to finish in the background", what)
+    return finished
 
 
-def shutdown_owned() -> None:
-    """Shut down what faithtrace set up itself (the global providers stay registered, now inert)."""
+def _flush_one(provider: Any, timeout_s: float) -> None:
+    millis = int(max(0.05, timeout_s) * 1000)
+    if provider is not None and provider is _owned.meter_provider:
+        # Not the provider: a collect on the Prometheus reader queues a batch that the next scrape would
+        # expose next to its own, as duplicate series. Only push readers need flushing.
+        for reader in list(_owned.push_readers):
+            reader.force_flush(millis)
+        return
+    flush = getattr(provider, "force_flush", None)
+    if flush is not None:
+        flush(millis)
+
+
+def flush_providers(providers: Sequence[Any], deadline: float) -> bool:
+    """Flush the providers' exporters until ``deadline`` at the latest; never raises. True if they all
+    confirmed in time."""
+    # Even when the deadline has passed, give exporters a moment: finished spans are worth it.
+    deadline = max(deadline, time.monotonic() + 0.1)
+
+    def flush_all() -> None:
+        for provider in providers:
+            _flush_one(provider, deadline - time.monotonic())
+
+    return bounded(flush_all, deadline, "telemetry flush")
+
+
+def shutdown_owned(deadline: float) -> bool:
+    """Shut down what faithtrace set up itself, never the app's providers (the global providers stay
+    registered, now inert). True if everything shut down before ``deadline``."""
     with _lock:
         owned = _Owned(**vars(_owned))
         _owned.__init__()  # type: ignore[misc]
-    for provider in (owned.tracer_provider, owned.meter_provider):
-        if provider is not None:
-            provider.shutdown()
     if owned.prometheus_server is not None:
         owned.prometheus_server.shutdown()
         owned.prometheus_server.server_close()
+    providers = [p for p in (owned.tracer_provider, owned.meter_provider) if p is not None]
+    if not providers:
+        return True
+
+    def shut_down() -> None:
+        if owned.tracer_provider is not None:
+            owned.tracer_provider.shutdown()
+        if owned.meter_provider is not None:
+            owned.meter_provider.shutdown(timeout_millis=max(50.0, (deadline - time.monotonic()) * 1000))
+
+    return bounded(shut_down, max(deadline, time.monotonic() + 0.1), "telemetry shutdown")

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
-from faithtrace._capture import Captured, export_text
+from faithtrace._capture import Captured
+from faithtrace._secrets import export_text
 from faithtrace._telemetry import names as n
-from faithtrace.scoring.models import FaithfulnessResult, LLMCall
+from faithtrace.judge.calls import LLMCall
+from faithtrace.scoring.models import FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config import CaptureOptions

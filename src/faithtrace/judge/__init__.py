@@ -1,6 +1,7 @@
 """The judge: the only code that calls an LLM. ``local`` provides the embedded judge as an endpoint."""
 
+from faithtrace.judge.calls import LLMCall
 from faithtrace.judge.client import Endpoint, Judge, JudgeReply, OutputRejected
 from faithtrace.judge.settings import JudgeSettings, StructuredOutput
 
-__all__ = ["Endpoint", "Judge", "JudgeReply", "JudgeSettings", "OutputRejected", "StructuredOutput"]
+__all__ = ["Endpoint", "Judge", "JudgeReply", "LLMCall", "JudgeSettings", "OutputRejected", "StructuredOutput"]

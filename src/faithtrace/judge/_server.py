@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtrace import _env
+from faithtrace import _options
 from faithtrace._errors import LocalJudgeError
 from faithtrace.judge._model import Progress, cache_root, file_lock, resolve_model, say
 from faithtrace.judge._serve import HEALTH_PATH, STATE_VERSION, remove_state_if_ours
@@ -377,7 +377,8 @@ def _rotate_log(log: Path) -> None:
 
 
 def n_ctx() -> int:
-    return _env.read("FAITHTRACE_LOCAL_JUDGE_N_CTX", int, 8192, check=lambda v: 512 <= v <= 32768)
+    n: int = _options.read("local_judge.n_ctx")
+    return n
 
 
 def n_threads() -> int:
@@ -385,8 +386,5 @@ def n_threads() -> int:
     host application, tests, another model) and they outnumber free cores, a verdict got ~10x slower in our
     measurements on 2 cores (25 s vs 2.4 s), and it takes the host's CPU. Idle-machine prefill is what we
     give up, and FAITHTRACE_LOCAL_JUDGE_THREADS takes it back."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return _env.read("FAITHTRACE_LOCAL_JUDGE_THREADS", int, max(1, cores // 2), check=lambda v: 1 <= v <= 256)
+    n: int = _options.read("local_judge.threads")
+    return n

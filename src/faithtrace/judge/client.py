@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from faithtrace._errors import JudgeError
 from faithtrace.judge import _reply
 from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring.models import LLMCall
+from faithtrace.judge.calls import LLMCall
 
 logger = logging.getLogger("faithtrace")
 

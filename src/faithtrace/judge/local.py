@@ -7,12 +7,8 @@ is already running, whichever process started it. The server is a detached proce
 after ``FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT`` seconds (default 900, 0 = never) without any request and with
 no live process that uses it (a using process keeps it alive with a light heartbeat).
 
-Environment:
-    FAITHTRACE_CACHE_DIR: where the model, the server's state file and its log live
-        (default ``~/.cache/faithtrace``).
-    FAITHTRACE_LOCAL_MODEL_PATH: serve your own GGUF file instead (its hash is not checked).
-    FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT, FAITHTRACE_LOCAL_JUDGE_START_TIMEOUT (default 120 s),
-    FAITHTRACE_LOCAL_JUDGE_N_CTX (default 8192), FAITHTRACE_LOCAL_JUDGE_THREADS (default: half the cores).
+Its environment variables (``FAITHTRACE_CACHE_DIR``, ``FAITHTRACE_LOCAL_MODEL_PATH``,
+``FAITHTRACE_LOCAL_JUDGE_*``) are the ``local_judge`` group of the option table in ``faithtrace._options``.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtrace import _env
+from faithtrace import _options
 from faithtrace._errors import LocalJudgeError
 from faithtrace.judge import _model, _server
 
@@ -184,11 +180,13 @@ def _serve_run(model: _model.ModelFile, host: str, port: int, state_file: Path |
 
 # --- helpers -----------------------------------------------------------------------------------------------
 def idle_timeout_s() -> float:
-    return _env.read("FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT", float, 900.0, check=lambda v: v >= 0)
+    seconds: float = _options.read("local_judge.idle_timeout_s")
+    return seconds
 
 
 def _start_timeout_s() -> float:
-    return _env.read("FAITHTRACE_LOCAL_JUDGE_START_TIMEOUT", float, 120.0, check=lambda v: v > 0)
+    seconds: float = _options.read("local_judge.start_timeout_s")
+    return seconds
 
 
 def _display_model(model_path: str) -> str:
@@ -223,7 +221,7 @@ _warned_model: set[str] = set()
 def _warn_if_other_model(serving: str) -> None:
     # The server is shared per machine: one started with another model (FAITHTRACE_LOCAL_MODEL_PATH set in
     # some other process) is reused rather than killed under its users, but this process must be told.
-    wanted = os.environ.get("FAITHTRACE_LOCAL_MODEL_PATH", "").strip()
+    wanted = _options.read("local_judge.model_path") or ""
     wanted_path = Path(wanted).expanduser().resolve() if wanted else None
     if wanted_path is None and Path(serving).name == _model.MODEL_FILENAME:
         return

@@ -11,6 +11,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from faithtrace.judge.calls import LLMCall
+
+__all__ = [
+    "ClaimVerdict",
+    "ErrorInfo",
+    "FaithfulnessResult",
+    "IdkPolicy",
+    "LLMCall",  # owned by the judge layer; re-exported because results carry it
+    "Outcome",
+    "StepUsage",
+    "Verdict",
+    "VerdictCounts",
+]
+
 Verdict = Literal["yes", "no", "idk"]
 
 
@@ -48,24 +62,6 @@ class VerdictCounts(BaseModel):
     @property
     def total(self) -> int:
         return self.yes + self.no + self.idk
-
-
-class LLMCall(BaseModel):
-    """One request to the judge model (a step may make several: batches, retries)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    step: str
-    model: str
-    attempt: int = 1
-    start_time_ns: int  # wall clock, for the GenAI client span the worker emits afterwards
-    duration_s: float
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    response_id: str | None = None
-    finish_reason: str | None = None
-    error_type: str | None = None  # set when this attempt failed (and was retried or gave up)
 
 
 class StepUsage(BaseModel):

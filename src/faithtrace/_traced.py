@@ -1,0 +1,89 @@
+"""What one decorated function needs per call, and the hand-over of a returned call to the worker.
+
+Shared by the plain wrappers (``_decorator``) and the stream wrappers (``_streams``); both sit above this
+module, so neither imports the other for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from faithtrace import _internal
+from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
+from faithtrace._pending import PendingSpan
+from faithtrace._sampling import PARENT
+from faithtrace._telemetry.metrics import FunctionStats, register
+
+if TYPE_CHECKING:
+    from faithtrace._runtime import Runtime
+
+
+class Traced:
+    """Computed once at decoration time: the span name, the capture spec and the function's counters."""
+
+    __slots__ = ("is_static", "name", "spec", "stats")
+
+    def __init__(self, name: str, spec: CaptureSpec, is_static: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.stats = register(FunctionStats(name))
+        self.is_static = is_static
+
+    def call(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Call:
+        offset = 1 if instance is not None and not self.is_static else 0
+        return Call(instance, args, kwargs, offset, result)
+
+    def returned(self, rt: Runtime, pending: PendingSpan, call: Call) -> None:
+        """After a successful call: capture its texts and hand the span over to be finished and scored.
+
+        Only what must read the host's objects happens here (capture yields plain strings); attributes,
+        scrubbing, the span's end and its export run on the worker (``PendingSpan.finish``). Never raises
+        into the host, except for faithtrace bugs under pytest.
+        """
+        pending.end_ns = time.time_ns()
+        handed = False
+        try:
+            ctx = pending.span.get_span_context()
+            if ctx.is_valid and not ctx.trace_flags.sampled:
+                # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
+                # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
+                self.stats.sampled_out[PARENT] += 1
+                return
+            try:
+                pending.captured = self._bounded(rt, self.spec.capture(call))
+            except CaptureError as exc:
+                pending.problem = str(exc)
+            pending.ended_at = time.monotonic()
+            handed = True
+            rt.handoff(pending)
+        except Exception as exc:
+            _internal.internal_error("capture", exc)
+        finally:
+            if not handed:
+                pending.drop()
+
+    @staticmethod
+    def _bounded(rt: Runtime, captured: Captured) -> Captured:
+        """The texts cut to what scoring reads: what waits for the worker must hold bounded memory, whatever
+        was retrieved. (Slicing a string that fits returns the same object: no copy in the common case.)"""
+        scoring = rt.settings.scoring
+        if captured.query is not None:
+            captured.query = captured.query[: scoring.max_answer_chars]
+        if captured.answer is not None:
+            captured.answer = captured.answer[: scoring.max_answer_chars + 1]
+        if captured.contexts is not None:
+            captured.contexts = _bounded_contexts(captured.contexts, scoring.max_context_chars + 1)
+        return captured
+
+
+def _bounded_contexts(contexts: list[str], max_chars: int) -> list[str]:
+    """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
+    out: list[str] = []
+    budget = max_chars
+    for text in contexts:
+        if budget <= 0:
+            break
+        out.append(text[:budget])
+        budget -= len(text)
+    return out
