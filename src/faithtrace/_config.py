@@ -166,10 +166,8 @@ def build_settings(
     for arg, value in (("service_name", service_name), ("otlp_endpoint", otlp_endpoint)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{arg} must be a non-empty string, got {value!r}")
-    top = {o.name: o.default_value() for o in _options.group("configure")}
-    top.update(_options.env_values("configure", env))
-    otel = {o.name: o.default_value() for o in _options.group("otel")}
-    otel.update(_options.env_values("otel", env))
+    top = _options.values("configure", env)
+    otel = _options.values("otel", env)
     judge_settings = resolve_judge(judge, env)
     return Settings(
         enabled=enabled if enabled is not None else top["enabled"],

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 

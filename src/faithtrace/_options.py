@@ -1,57 +1,38 @@
-"""Every faithtrace option in one declarative table: name, environment variable(s), type, default, check, doc.
+"""The option table's API: every option model and every environment read goes through here.
 
 The option models (``SamplingOptions``, ``CaptureOptions``, ``WorkerOptions``, ``JudgeSettings``,
-``ScoringOptions``) take their defaults, bounds and docstrings from here, ``build_settings`` and ``from_env``
-read the environment through ``env_values``, the embedded judge reads its variables through ``read``, and the
-README's configuration table is generated from it (``python -m faithtrace._config_doc``). Nothing else parses
-``FAITHTRACE_*`` or ``OTEL_*`` variables.
+``ScoringOptions``) take their defaults, bounds and docstrings from the table in ``_option_table``
+(``field``, ``docstring``); ``build_settings`` and the models' ``from_env`` read the environment with
+``env_values``; the embedded judge reads its variables with ``read``; the README's configuration table is
+generated from it (``python -m faithtrace._config_doc``). Nothing else parses ``FAITHTRACE_*`` or ``OTEL_*``
+variables.
 
 An invalid environment value logs one warning and falls back to the default: an ops typo must never take a
 service down. An invalid explicit argument is a programming error and raises (pydantic's validation, with the
 same bounds).
 
-To add an option: append an ``Option`` to ``OPTIONS`` (group = the option model or ``configure``/
-``local_judge``/``otel``), declare the field on the model as ``name: type = field("group.name")`` (not needed
-for the env-only groups), read it, and run ``python -m faithtrace._config_doc --write`` to update the README.
+Adding an option: one ``Option`` in ``_option_table.OPTIONS_LIST`` (its group is the model it belongs to);
+on the model, ``name: type = field("group.name")`` (not for the env-only groups, which use ``read``); then
+``python -m faithtrace._config_doc --write`` updates the README (a test fails until it does).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from pydantic import Field
 
+from faithtrace._option import UNSET, Option
+from faithtrace._option_table import OPTIONS_LIST
+
 logger = logging.getLogger("faithtrace")
 
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-_FALSE: Final = frozenset({"0", "false", "no", "off"})
+OPTIONS: Final[dict[str, Option]] = {o.key: o for o in OPTIONS_LIST}
 
-
-def parse_bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}")
-
-
-def _str(raw: str) -> str:
-    return raw
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Final[Any] = _Unset()
-
-# Groups: the option model each field belongs to (or where an env-only option is read).
+# Where each group's options live, for docs: the option model, or where an env-only option is read.
 GROUPS: Final = {
     "configure": "configure()",
     "judge": "JudgeSettings",
@@ -59,198 +40,12 @@ GROUPS: Final = {
     "sampling": "SamplingOptions",
     "capture": "CaptureOptions",
     "worker": "WorkerOptions",
+    "otel": "OTLP exporters faithtrace sets up (environment only)",
     "local_judge": "the embedded judge (environment only)",
-    "otel": "OTel exporters set up by faithtrace (environment only)",
 }
 
 
-@dataclass(frozen=True)
-class Option:
-    """One option. ``key`` is ``group.field``; ``env`` lists variables in priority order (first set wins)."""
-
-    key: str
-    doc: str
-    default: Any = None
-    env: tuple[str, ...] = ()
-    parse: Callable[[str], Any] = _str  # for environment values only; arguments are validated by pydantic
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
-    choices: tuple[str, ...] = ()
-    local_default: Any = UNSET  # the default with the embedded local judge, where it differs
-    default_factory: Callable[[], Any] | None = None  # a default computed at read time
-    shown_default: str | None = None  # how the README shows the default, where repr would mislead
-
-    @property
-    def group(self) -> str:
-        return self.key.split(".", 1)[0]
-
-    @property
-    def name(self) -> str:
-        return self.key.split(".", 1)[1]
-
-    def check(self, value: Any) -> str | None:
-        """Why ``value`` is out of bounds, or None."""
-        if self.choices and value not in self.choices:
-            return f"expected one of {', '.join(self.choices)}"
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        if self.ge is not None and value < self.ge:
-            return f"must be >= {self.ge:g}"
-        if self.gt is not None and value <= self.gt:
-            return f"must be > {self.gt:g}"
-        if self.le is not None and value > self.le:
-            return f"must be <= {self.le:g}"
-        return None
-
-    def default_value(self) -> Any:
-        return self.default_factory() if self.default_factory is not None else self.default
-
-
-def _choice(*values: str) -> dict[str, Any]:
-    return {"choices": values, "parse": lambda raw: raw.lower()}
-
-
-_LOCAL_ONE = "(always 1 with the embedded judge, which computes one request at a time)"
-
-OPTIONS_LIST: Final[tuple[Option, ...]] = (
-    # --- configure() ------------------------------------------------------------------------------------------
-    Option("configure.enabled", "False makes @trace_faithfulness a pass-through.", True,
-           ("FAITHTRACE_ENABLED",), parse_bool),
-    Option("configure.service_name", "service.name of the providers faithtrace sets up itself.",
-           env=("OTEL_SERVICE_NAME",)),
-    Option("configure.otlp_endpoint",
-           "When the app has set up no providers: export spans and metrics over OTLP to this base URL "
-           "(/v1/traces and /v1/metrics are appended).", env=("OTEL_EXPORTER_OTLP_ENDPOINT",)),
-    Option("configure.prometheus_port",
-           "Serve /metrics on this port (configure(prometheus=True) uses 9464, a port number that port; 0 picks "
-           "a free one). Needs faithtrace[prometheus].", env=("FAITHTRACE_PROMETHEUS_PORT",), parse=int,
-           ge=0, le=65535, shown_default="off"),
-    Option("configure.prometheus_host", "Address the /metrics endpoint listens on.", "127.0.0.1",
-           ("FAITHTRACE_PROMETHEUS_HOST",)),
-    # --- OTel exporters faithtrace sets up -----------------------------------------------------------------
-    Option("otel.traces_endpoint", "Full URL for spans, used as it is (overrides the base endpoint).",
-           env=("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",)),
-    Option("otel.metrics_endpoint", "Full URL for metrics, used as it is (overrides the base endpoint).",
-           env=("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",)),
-    Option("otel.traces_protocol", "OTLP protocol for spans.", "http/protobuf",
-           ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
-           **_choice("http/protobuf", "grpc")),
-    Option("otel.metrics_protocol", "OTLP protocol for metrics.", "http/protobuf",
-           ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
-           **_choice("http/protobuf", "grpc")),
-    # --- JudgeSettings -----------------------------------------------------------------------------------------
-    Option("judge.model", "A litellm model string (openai/gpt-4o-mini, anthropic/..., ollama/...); unset: the "
-           "embedded local judge.", env=("FAITHTRACE_JUDGE_MODEL",), shown_default="embedded local judge"),
-    Option("judge.api_base", "An OpenAI-compatible base URL.", env=("FAITHTRACE_JUDGE_API_BASE",)),
-    Option("judge.api_key", "Overrides the provider's own variable (OPENAI_API_KEY, ...), which litellm reads.",
-           env=("FAITHTRACE_JUDGE_API_KEY",)),
-    Option("judge.timeout_s", "Seconds per LLM request (at least 300 with the embedded judge).", 60.0,
-           ("FAITHTRACE_JUDGE_TIMEOUT",), float, gt=0),
-    Option("judge.max_retries", "Retries of a request on timeouts, 429 and 5xx (exponential backoff, jitter).",
-           3, ("FAITHTRACE_JUDGE_MAX_RETRIES",), int, ge=0, le=10),
-    Option("judge.max_repairs", "Times an invalid reply is sent back with the validation error before the "
-           "step fails.", 2, ge=0, le=5),
-    Option("judge.max_concurrency", "Evaluations, and with them LLM requests, in flight at once "
-           f"{_LOCAL_ONE}. FAITHTRACE_CONCURRENCY is the former worker-side name.", 4,
-           ("FAITHTRACE_JUDGE_CONCURRENCY", "FAITHTRACE_CONCURRENCY"), int, ge=1, le=256),
-    Option("judge.temperature", "Sampling temperature of the judge.", 0.0, ge=0.0, le=2.0),
-    Option("judge.max_tokens", "Reply token cap per request (a step may ask for less).", 1024, ge=16, le=32768),
-    Option("judge.structured_output", "auto picks JSON schema where the provider supports it, else a forced "
-           "tool call, else JSON mode.", "auto", choices=("auto", "json_schema", "json_object", "tool")),
-    Option("judge.extra_params", "Passed to litellm.acompletion as they are.", default_factory=dict,
-           shown_default="{}"),
-    # --- ScoringOptions ----------------------------------------------------------------------------------------
-    Option("scoring.threshold", "score >= threshold passes.", 0.7, ("FAITHTRACE_THRESHOLD",), float,
-           ge=0.0, le=1.0),
-    Option("scoring.idk_policy", "penalize counts claims the context does not support against the answer; "
-           "deepeval (DeepEval's default) counts only contradicted claims.", "penalize",
-           ("FAITHTRACE_IDK_POLICY",), **_choice("penalize", "deepeval")),
-    Option("scoring.use_truths", "Also extract each document's facts (cached per document and judge) and show "
-           "them to the verdict step (off: see the README's dev-set evidence).", False,
-           ("FAITHTRACE_USE_TRUTHS",), parse_bool),
-    Option("scoring.claim_source", "sentences splits the answer in code (one judge call per evaluation); judge "
-           "asks the judge for atomic claims (one more call).", "sentences", choices=("sentences", "judge")),
-    Option("scoring.lexical_check", "A yes for a claim whose numbers, or over 30 % of whose content words, "
-           "occur nowhere in the documents or the question becomes idk.", True),
-    Option("scoring.absence_check", "Who decides a claim is not in the documents: judge, lexical, or auto "
-           "(lexical with the embedded judge, judge otherwise).", "auto", choices=("auto", "judge", "lexical")),
-    Option("scoring.contradiction_check", "Who decides a claim contradicts the documents: judge, lexical (a no "
-           "stands only for a claim the lexical check cannot ground), or auto (as above).", "auto",
-           choices=("auto", "judge", "lexical")),
-    Option("scoring.verdict_context", "What a claim is judged against: documents, evidence (the two closest "
-           "document sentences), or auto (evidence with the embedded judge).", "auto",
-           choices=("auto", "documents", "evidence")),
-    Option("scoring.include_reason", "Write a short explanation of the score (in code, from the verdicts).",
-           True),
-    Option("scoring.judge_reason", "Have the judge write that explanation (one more call when a claim fails).",
-           False),
-    Option("scoring.verdict_batch_size", "Claims judged per verdict call.", 16, ge=1, le=64),
-    Option("scoring.max_claims", "Claims beyond this are not judged (the result says how many were cut).", 40,
-           ge=1, le=500),
-    Option("scoring.max_context_chars", "Retrieved text beyond this is cut before it reaches the judge.",
-           24_000, ge=500),
-    Option("scoring.max_answer_chars", "Answer text beyond this is cut before claims are taken from it.", 8_000,
-           ge=100),
-    # --- SamplingOptions ---------------------------------------------------------------------------------------
-    Option("sampling.ratio", "Share of calls traced and scored, decided by trace id (a trace is scored "
-           "everywhere or nowhere).", 1.0, ("FAITHTRACE_SAMPLE_RATE",), float, ge=0.0, le=1.0),
-    Option("sampling.max_per_second", "At most this many evaluations start per second (bursts up to one "
-           "second's worth).", None, ("FAITHTRACE_RATE_LIMIT",), float, gt=0, shown_default="unlimited"),
-    Option("sampling.max_tokens_per_hour", "Stop scoring for the rest of the hour once the judge used this "
-           "many tokens.", None, ("FAITHTRACE_BUDGET_TOKENS_PER_HOUR",), int, gt=0, shown_default="unlimited"),
-    Option("sampling.max_cost_usd_per_hour", "The same in US dollars (judges with a known price only).", None,
-           ("FAITHTRACE_BUDGET_USD_PER_HOUR",), float, gt=0, shown_default="unlimited"),
-    Option("sampling.respect_parent", "A call inside a trace the app did not sample is not scored.", True),
-    # --- CaptureOptions ----------------------------------------------------------------------------------------
-    Option("capture.content", "Record query, contexts, answer, claim texts and the explanation; off keeps only "
-           "sizes, counts, verdicts and scores.", True,
-           ("FAITHTRACE_CAPTURE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"), parse_bool),
-    Option("capture.redact", "A function applied to every exported text after secrets are scrubbed (the judge "
-           "still sees the raw text).", shown_default="none"),
-    Option("capture.max_attribute_chars", "Exported texts are cut to this many characters.", 4096,
-           ("FAITHTRACE_MAX_ATTRIBUTE_CHARS",), int, ge=16, le=1_000_000),
-    Option("capture.max_documents", "Retrieved documents recorded on the RAG span one by one.", 20, ge=0,
-           le=1000),
-    Option("capture.max_claim_events", "Per-claim events on the evaluation span (the SDK keeps 128 events "
-           "per span; the total is noted).", 32, ge=0, le=100),
-    Option("capture.scrub_secrets", "Replace API keys, bearer tokens, passwords and private keys in exported "
-           "text.", True),
-    # --- WorkerOptions -----------------------------------------------------------------------------------------
-    Option("worker.queue_size", "Evaluations waiting at most; a call that finds the queue full is not scored "
-           "(counted as dropped).", 1000, ("FAITHTRACE_QUEUE_SIZE",), int, ge=1, le=1_000_000),
-    Option("worker.evaluation_timeout_s", "One evaluation (all its judge calls) is abandoned after this long.",
-           120.0, ("FAITHTRACE_EVALUATION_TIMEOUT",), float, gt=0, local_default=900.0),
-    Option("worker.shutdown_timeout_s", "How long interpreter exit (and a reconfiguration) waits for queued "
-           "evaluations and their export.", 5.0, ("FAITHTRACE_SHUTDOWN_TIMEOUT",), float, ge=0),
-    # --- the embedded judge (read where it starts) -------------------------------------------------------------
-    Option("local_judge.cache_dir", "Where the model, the server's state file and its log live.",
-           env=("FAITHTRACE_CACHE_DIR",), shown_default="$XDG_CACHE_HOME/faithtrace or ~/.cache/faithtrace"),
-    Option("local_judge.model_path", "Serve your own GGUF file instead of the bundled model (its hash is not "
-           "checked).", env=("FAITHTRACE_LOCAL_MODEL_PATH",), shown_default="the bundled model"),
-    Option("local_judge.idle_timeout_s", "The shared server stops after this long without requests and "
-           "without a live user (0: never).", 900.0, ("FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT",), float, ge=0),
-    Option("local_judge.start_timeout_s", "How long to wait for the server to come up.", 120.0,
-           ("FAITHTRACE_LOCAL_JUDGE_START_TIMEOUT",), float, gt=0),
-    Option("local_judge.n_ctx", "The server's context window in tokens.", 8192,
-           ("FAITHTRACE_LOCAL_JUDGE_N_CTX",), int, ge=512, le=32768),
-    Option("local_judge.threads", "llama.cpp threads (its threads spin at every barrier: more than the free "
-           "cores slow it down and take the host's CPU).", env=("FAITHTRACE_LOCAL_JUDGE_THREADS",), parse=int,
-           ge=1, le=256, default_factory=lambda: _half_the_cores(), shown_default="half the cores"),
-)  # fmt: skip
-
-OPTIONS: Final[dict[str, Option]] = {o.key: o for o in OPTIONS_LIST}
-
-
-def _half_the_cores() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // 2)
-
-
-def group(name: str) -> Iterable[Option]:
+def group(name: str) -> Iterator[Option]:
     return (o for o in OPTIONS_LIST if o.group == name)
 
 
@@ -259,12 +54,12 @@ def field(key: str) -> Any:
     o = OPTIONS[key]
     if o.default_factory is not None:
         return Field(default_factory=o.default_factory, description=o.doc)
-    # validate_default: a default written as a plain value (``"penalize"``) becomes the field's type (an enum).
+    # validate_default: a default written as a plain value ("penalize") becomes the field's type (an enum).
     return Field(default=o.default, ge=o.ge, gt=o.gt, le=o.le, description=o.doc, validate_default=True)
 
 
 def _from_env(o: Option, env: Mapping[str, str]) -> Any:
-    """The value of ``o`` in ``env`` (UNSET when not set or invalid: the invalid case warns)."""
+    """The value of ``o`` in ``env``; UNSET when not set, or set but invalid (which warns)."""
     for name in o.env:
         raw = env.get(name)
         if raw is None or not raw.strip():
@@ -294,8 +89,15 @@ def env_values(group_name: str, environ: Mapping[str, str] | None = None) -> dic
     return found
 
 
+def values(group_name: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every option of ``group_name``: from the environment, else its default (groups no model holds)."""
+    found = {o.name: o.default_value() for o in group(group_name)}
+    found.update(env_values(group_name, environ))
+    return found
+
+
 def read(key: str, environ: Mapping[str, str] | None = None) -> Any:
-    """Option ``key`` from the environment, else its default (for options no model holds)."""
+    """Option ``key`` from the environment, else its default."""
     o = OPTIONS[key]
     value = _from_env(o, os.environ if environ is None else environ)
     return o.default_value() if value is UNSET else value
@@ -306,16 +108,8 @@ def local_defaults(group_name: str) -> dict[str, Any]:
     return {o.name: o.local_default for o in group(group_name) if o.local_default is not UNSET}
 
 
-def docstring(summary: str, group_name: str) -> str:
-    """A model's docstring: ``summary`` and an Args section generated from the table."""
-    lines = [summary, "", "Args:"]
-    for o in group(group_name):
-        env = f" Env: {', '.join(o.env)}." if o.env else ""
-        lines.append(f"    {o.name}: {o.doc}{env} Default: {shown_default(o)}.")
-    return "\n".join(lines)
-
-
 def shown_default(o: Option) -> str:
+    """The default as docs show it."""
     if o.shown_default is not None:
         text = o.shown_default
     elif o.default is None:
@@ -329,3 +123,12 @@ def shown_default(o: Option) -> str:
     if o.local_default is not UNSET:
         text += f" ({o.local_default:g} with the embedded judge)"
     return text
+
+
+def docstring(summary: str, group_name: str) -> str:
+    """A model's docstring: ``summary`` and an Args section generated from the table."""
+    lines = [summary, "", "Args:"]
+    for o in group(group_name):
+        env = f" Env: {', '.join(o.env)}." if o.env else ""
+        lines.append(f"    {o.name}: {o.doc}{env} Default: {shown_default(o)}.")
+    return "\n".join(lines)

@@ -138,7 +138,7 @@ class Worker:
 
         Every span handed over is ended, unless a host span processor blocks the dispatcher: ending them on
         this thread would block the caller too, so they are counted as unfinished instead. ``grace_s`` bounds
-        each of the few waits past the deadline (the dispatcher's last turn, the cancellation, the loop's end).
+        each of the few waits past the deadline (the dispatcher's last turn, cancelling, the loop's end).
         """
         self._closed = True
         self.flush(deadline - time.monotonic())

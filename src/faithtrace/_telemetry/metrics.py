@@ -17,8 +17,8 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from faithtrace import _internal
-from faithtrace._telemetry import names as n
 from faithtrace._sampling import Reason
+from faithtrace._telemetry import names as n
 from faithtrace._version import __version__
 from faithtrace.scoring.models import FaithfulnessResult, Outcome
 

@@ -21,7 +21,7 @@ from faithtrace.scoring.models import FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config import CaptureOptions
-    from faithtrace._worker import Job
+    from faithtrace._pending import Job
 
 Attributes = dict[str, Any]
 

@@ -4,4 +4,12 @@ from faithtrace.judge.calls import LLMCall
 from faithtrace.judge.client import Endpoint, Judge, JudgeReply, OutputRejected
 from faithtrace.judge.settings import JudgeSettings, StructuredOutput
 
-__all__ = ["Endpoint", "Judge", "JudgeReply", "LLMCall", "JudgeSettings", "OutputRejected", "StructuredOutput"]
+__all__ = [
+    "Endpoint",
+    "Judge",
+    "JudgeReply",
+    "JudgeSettings",
+    "LLMCall",
+    "OutputRejected",
+    "StructuredOutput",
+]

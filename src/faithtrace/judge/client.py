@@ -22,8 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 from faithtrace._errors import JudgeError
 from faithtrace.judge import _reply
-from faithtrace.judge.settings import JudgeSettings
 from faithtrace.judge.calls import LLMCall
+from faithtrace.judge.settings import JudgeSettings
 
 logger = logging.getLogger("faithtrace")
 

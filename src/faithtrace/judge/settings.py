@@ -34,10 +34,12 @@ class JudgeSettings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> JudgeSettings:
-        """Settings from ``FAITHTRACE_JUDGE_*``; explicit ``overrides`` (not None) win over the environment."""
+        """Settings from ``FAITHTRACE_JUDGE_*``; explicit ``overrides`` (not None) win over the env."""
         values = _options.env_values("judge", environ)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 
 
-JudgeSettings.__doc__ = _options.docstring("The judge: any litellm model, or (``model=None``) the embedded local judge.", "judge")
+JudgeSettings.__doc__ = _options.docstring(
+    "The judge: any litellm model, or (``model=None``) the embedded local judge.", "judge"
+)

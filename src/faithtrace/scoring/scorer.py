@@ -100,7 +100,9 @@ class Scorer:
                 timeout=self.timeout_s,
             )
         except TimeoutError:
-            return self.error_result("timeout", f"the evaluation took longer than {self.timeout_s:g} s", started)
+            return self.error_result(
+                "timeout", f"the evaluation took longer than {self.timeout_s:g} s", started
+            )
         except FaithtraceError as exc:
             return self.error_result(getattr(exc, "type", type(exc).__name__), str(exc), started)
         except Exception as exc:
