@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from faithtrace import _loop
 from faithtrace._config import resolve_judge
 from faithtrace._errors import ConfigError
 from faithtrace.judge.client import Judge
@@ -106,15 +105,10 @@ def evaluate(
 ) -> FaithfulnessResult:
     """Blocking ``aevaluate``; safe to call from inside a running event loop (Jupyter, sync web handlers).
 
-    Inside a running loop the evaluation runs on a private loop in a worker thread, so the caller's loop is
-    neither re-entered nor patched.
+    The evaluation runs on faithtrace's own event loop (one per process, on a daemon thread), so the caller's
+    loop is neither re-entered nor patched, and litellm's per-loop clients outlive the call instead of being
+    stranded on a loop closed after each call.
     """
     q, docs, text, opts = _check_inputs(query, contexts, answer, options)
     judge_obj = get_judge(judge)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run_pipeline(q, docs, text, judge=judge_obj, options=opts))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="faithtrace-eval") as pool:
-        future = pool.submit(asyncio.run, run_pipeline(q, docs, text, judge=judge_obj, options=opts))
-        return future.result()
+    return _loop.run(run_pipeline(q, docs, text, judge=judge_obj, options=opts))

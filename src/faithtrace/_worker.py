@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from faithtrace import _loop
 from faithtrace._pending import Job, Offer, PendingSpan
 
 _MAX_KEPT_ERRORS: Final = 20
@@ -79,10 +80,9 @@ class Worker:
         self._closed = False  # no more handoffs or jobs
         self._stopping = False  # the dispatcher exits after its next turn
         self.errors: list[BaseException] = []  # faithtrace bugs in either stage, surfaced by flush()
-        self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self._run_loop, name="faithtrace-loop", daemon=True)
+        self._loop = _loop.get()  # shared with evaluate(): see _loop
+        self._tasks: dict[asyncio.Task[None], Job] = {}  # running jobs (touched on the loop only)
         self._dispatcher = threading.Thread(target=self._dispatch, name="faithtrace-dispatch", daemon=True)
-        self._loop_thread.start()
         self._dispatcher.start()
 
     # --- host side -----------------------------------------------------------------------------------------
@@ -150,26 +150,14 @@ class Worker:
             closed.unfinished_spans = len(self._inbox)
         closed.abandoned = list(self._jobs)
         self._jobs.clear()
-        if self._loop.is_running() and self._running:
+        if self._running:
             future = asyncio.run_coroutine_threadsafe(self._cancel_running(grace_s), self._loop)
             with contextlib.suppress(Exception):
                 future.result(timeout=grace_s * 2)
         closed.cancelled = list(self._cancelled)
-        with contextlib.suppress(RuntimeError):  # also stops a loop that has not started running yet
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop_thread.join(timeout=grace_s)
         return closed
 
     # --- worker side ---------------------------------------------------------------------------------------
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-        finally:
-            with contextlib.suppress(Exception):
-                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
-
     def _dispatch(self) -> None:
         active_until = 0.0
         while True:
@@ -237,6 +225,9 @@ class Worker:
             self.errors.append(exc)
 
     async def _run_job(self, job: Job) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks[task] = job
         try:
             await self._handler(job)
         except asyncio.CancelledError:
@@ -244,6 +235,7 @@ class Worker:
         except BaseException as exc:  # the handler swallows everything but faithtrace bugs under pytest
             self._keep(exc)
         finally:
+            self._tasks.pop(task, None)
             self._job_done()
 
     def _job_done(self) -> None:
@@ -254,8 +246,8 @@ class Worker:
             self._wake.set()
 
     async def _cancel_running(self, wait_s: float) -> None:
-        current = asyncio.current_task()
-        tasks = [t for t in asyncio.all_tasks() if t is not current]
+        # Only this worker's jobs: the loop is shared with other workers and with evaluate().
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         if tasks:

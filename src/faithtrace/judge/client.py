@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
@@ -18,9 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from opentelemetry import context as otel_context
+
+# The OTel key instrumentations check before tracing a call: set while the judge runs so that a host app that
+# instruments litellm/OpenAI does not trace our judge calls a second time.
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY
 from pydantic import BaseModel, ValidationError
 
 from faithtrace._errors import JudgeError
+from faithtrace.judge import _litellm as _litellm_module
 from faithtrace.judge import _reply
 from faithtrace.judge.calls import LLMCall
 from faithtrace.judge.settings import JudgeSettings
@@ -30,14 +34,6 @@ logger = logging.getLogger("faithtrace")
 T = TypeVar("T", bound=BaseModel)
 T_co = TypeVar("T_co", covariant=True)
 Message = dict[str, Any]
-
-# litellm fetches its model price map from the internet at import unless told otherwise; a service must not
-# stall on that, and offline machines would wait for a timeout. The bundled map is good enough for costs.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-# The OTel key instrumentations check before tracing a call: set while the judge runs so that a host app that
-# instruments litellm/OpenAI does not trace our judge calls a second time.
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY  # noqa: E402
 
 
 class OutputRejected(Exception):
@@ -66,13 +62,7 @@ class Endpoint:
 
 
 def _litellm() -> Any:
-    # Imported on first use: litellm takes a second or more to import; the decorator's import must be cheap.
-    import litellm
-
-    # litellm prints a "Give Feedback / Get Help" banner to stdout on every failed call; our errors are
-    # reported in results and logs instead, and a CLI's stdout must stay clean.
-    litellm.suppress_debug_info = True
-    return litellm
+    return _litellm_module.load()
 
 
 class Judge:

@@ -7,13 +7,13 @@ The runtime owns one ``Scorer`` per configuration and knows nothing about scorin
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from faithtrace import _internal
 from faithtrace._errors import FaithtraceError
+from faithtrace.judge import _litellm
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
@@ -78,7 +78,7 @@ class Scorer:
                 await _off_loop(self.judge.endpoint)
                 # litellm takes seconds to import; done here, it does not freeze the loop (and with it the
                 # timeouts and cancellation of every evaluation in flight).
-                await _off_loop(lambda: importlib.import_module("litellm"))
+                await _off_loop(_litellm.load)
             except FaithtraceError as exc:
                 info = ErrorInfo(type="judge_unavailable", message=f"{type(exc).__name__}: {exc}")
                 self._endpoint_failed = (time.monotonic(), info)
