@@ -6,7 +6,6 @@ option table in ``_options``; a new runtime is built around them and swapped in 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -106,7 +105,7 @@ def _explicit(value: BaseModel | None) -> dict[str, Any]:
 
 
 def _resolve(
-    cls: type[M], group: str, explicit: M | None, arg: str, env: Mapping[str, str], local: bool = False
+    cls: type[M], group: str, explicit: M | None, arg: str, env: Mapping[str, str] | None, local: bool = False
 ) -> M:
     if explicit is not None and not isinstance(explicit, cls):
         raise ConfigError(f"{arg} must be a {cls.__name__}, got {type(explicit).__name__}")
@@ -121,7 +120,6 @@ def _resolve(
 
 def resolve_judge(judge: str | JudgeSettings | None, env: Mapping[str, str] | None = None) -> JudgeSettings:
     """``JudgeSettings`` from an argument (None, a model string or settings) and the environment."""
-    env = os.environ if env is None else env
     if judge is None:
         return JudgeSettings.from_env(env)
     if isinstance(judge, str):
@@ -133,7 +131,7 @@ def resolve_judge(judge: str | JudgeSettings | None, env: Mapping[str, str] | No
     raise ConfigError(f"judge: expected None, a model string or JudgeSettings, got {type(judge).__name__}")
 
 
-def _prometheus(prometheus: bool | int | None, env: Mapping[str, str]) -> int | None:
+def _prometheus(prometheus: bool | int | None, env: Mapping[str, str] | None) -> int | None:
     port: int | None = _options.env_values("configure", env).get("prometheus_port")
     if prometheus is None:
         return port
@@ -160,7 +158,7 @@ def build_settings(
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Resolve every setting once. Raises ``ConfigError`` for an invalid explicit argument."""
-    env = os.environ if environ is None else environ
+    env = environ  # None: os.environ, read by _options
     if enabled is not None and not isinstance(enabled, bool):
         raise ConfigError(f"enabled must be a bool, got {enabled!r}")
     for arg, value in (("service_name", service_name), ("otlp_endpoint", otlp_endpoint)):

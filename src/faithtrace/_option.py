@@ -55,6 +55,7 @@ class Option:
     local_default: Any = UNSET  # the default with the embedded local judge, where it differs
     default_factory: Callable[[], Any] | None = None  # a default computed when it is read
     shown_default: str | None = None  # how the README shows the default, where the value would mislead
+    shown_name: str | None = None  # how the README names it, where it is not simply a field or an argument
 
     @property
     def group(self) -> str:

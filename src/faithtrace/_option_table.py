@@ -35,9 +35,10 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         env=("OTEL_EXPORTER_OTLP_ENDPOINT",)),
     Option("configure.prometheus_port", "Serve /metrics on this port (0: a free one); "
         "configure(prometheus=True) uses it or 9464. Needs faithtrace[prometheus].",
-        env=("FAITHTRACE_PROMETHEUS_PORT",), parse=int, ge=0, le=65535, shown_default="off"),
+        env=("FAITHTRACE_PROMETHEUS_PORT",), parse=int, ge=0, le=65535, shown_default="off",
+        shown_name="`configure(prometheus=True or a port)`"),
     Option("configure.prometheus_host", "Address the /metrics endpoint listens on.",
-        "127.0.0.1", ("FAITHTRACE_PROMETHEUS_HOST",)),
+        "127.0.0.1", ("FAITHTRACE_PROMETHEUS_HOST",), shown_name="Prometheus host (environment only)"),
     # --- OTel exporters faithtrace sets up when the app has none ------------------------------------------
     Option("otel.traces_endpoint", "Full URL for spans, used as it is (wins over the base endpoint).",
         env=("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",)),

@@ -1,0 +1,166 @@
+"""The option table: every option model and env read goes through it, and the README's table is generated."""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import pytest
+
+from _trace_fixtures import clean_env  # noqa: F401  (autouse)
+from faithtrace import (
+    CaptureOptions,
+    JudgeSettings,
+    SamplingOptions,
+    ScoringOptions,
+    WorkerOptions,
+    _config_doc,
+    _options,
+)
+from faithtrace._config import build_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "faithtrace"
+MODELS = {
+    "judge": JudgeSettings,
+    "scoring": ScoringOptions,
+    "sampling": SamplingOptions,
+    "capture": CaptureOptions,
+    "worker": WorkerOptions,
+}
+
+
+def test_readme_table_is_generated_from_the_option_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert _config_doc.render(readme) == readme, "run: python -m faithtrace._config_doc --write"
+    for option in _options.OPTIONS.values():
+        for var in option.env:
+            assert f"`{var}`" in readme
+
+
+def test_the_check_fails_on_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{_config_doc.BEGIN}\n| stale |\n{_config_doc.END}\nafter\n", encoding="utf-8")
+    assert _config_doc.main(["--readme", str(readme), "--check"]) == 1
+    assert _config_doc.main(["--readme", str(readme), "--write"]) == 0
+    assert _config_doc.main(["--readme", str(readme), "--check"]) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert "`FAITHTRACE_SAMPLE_RATE`" in text
+    assert text.endswith("after\n")
+    assert "| stale |" not in text
+
+
+@pytest.mark.parametrize("group", sorted(MODELS))
+def test_every_model_field_is_one_table_row_and_back(group: str) -> None:
+    model = MODELS[group]
+    rows = {o.name: o for o in _options.group(group)}
+    assert set(model.model_fields) == set(rows)
+    instance = model()
+    for name, option in rows.items():
+        assert getattr(instance, name) == option.default_value() or (
+            # enums compare equal to their value; redact's None default and secrets stay as they are
+            str(getattr(instance, name)) == str(option.default_value())
+        ), name
+        assert model.model_fields[name].description == option.doc
+        assert f"    {name}: {option.doc}" in (model.__doc__ or "")
+
+
+@pytest.mark.parametrize("group", sorted(MODELS))
+def test_env_and_arguments_share_the_bounds(group: str, caplog: pytest.LogCaptureFixture) -> None:
+    """For each bounded option with a variable: a value out of bounds is refused both ways."""
+    model = MODELS[group]
+    for option in _options.group(group):
+        bad = None
+        if option.ge is not None:
+            bad = option.ge - 1
+        elif option.gt is not None:
+            bad = option.gt
+        elif option.le is not None:
+            bad = option.le + 1
+        if bad is None:
+            continue
+        bad = type(option.default)(bad) if isinstance(option.default, int | float) else bad
+        with pytest.raises(ValueError, match=option.name):
+            model(**{option.name: bad})
+        for var in option.env:
+            with caplog.at_level(logging.WARNING, logger="faithtrace"):
+                assert option.name not in _options.env_values(group, {var: str(bad)})
+            assert any(var in r.getMessage() for r in caplog.records)
+
+
+def test_unknown_fields_are_refused() -> None:
+    with pytest.raises(ValueError, match="rato"):
+        SamplingOptions(rato=0.5)  # type: ignore[call-arg]
+
+
+def test_worker_concurrency_was_merged_into_the_judge_setting() -> None:
+    with pytest.raises(ValueError, match="max_concurrency"):
+        WorkerOptions(concurrency=2)  # type: ignore[call-arg]
+    # The former variable still works, the judge's own name wins.
+    hosted = {"FAITHTRACE_JUDGE_MODEL": "openai/x"}
+    assert build_settings(environ={**hosted, "FAITHTRACE_CONCURRENCY": "3"}).concurrency == 3
+    both = {**hosted, "FAITHTRACE_CONCURRENCY": "3", "FAITHTRACE_JUDGE_CONCURRENCY": "5"}
+    assert build_settings(environ=both).concurrency == 5
+    # The embedded judge computes one request at a time, whatever is asked.
+    assert build_settings(environ={"FAITHTRACE_JUDGE_CONCURRENCY": "5"}).concurrency == 1
+
+
+def test_otlp_variables_follow_the_otel_spec() -> None:
+    from faithtrace._telemetry.setup import _url
+
+    s = build_settings(
+        environ={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://metrics:9999/custom",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        }
+    )
+    assert (s.otlp_traces_protocol, s.otlp_metrics_protocol) == ("http/protobuf", "grpc")
+    assert _url(s, "traces") == "http://collector:4318/v1/traces"
+    assert _url(s, "metrics") == "http://metrics:9999/custom"  # a signal's own endpoint is used as it is
+    only_traces = build_settings(environ={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:4318/v1/traces"})
+    assert only_traces.exports_otlp
+    assert _url(only_traces, "traces") == "http://t:4318/v1/traces"
+
+
+def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faithtrace.judge import _server, local
+
+    monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_N_CTX", "4096")
+    monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_THREADS", "3")
+    monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT", "-5")  # invalid: the default, with a warning
+    assert (_server.n_ctx(), _server.n_threads(), local.idle_timeout_s()) == (4096, 3, 900.0)
+
+
+# Reads of the environment outside the option table, each for a reason that is not an option of ours.
+_ENV_READS_ALLOWED = {
+    "_options.py": "the table's reader",
+    "_internal.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
+    "judge/_server.py": "the environment handed to the judge server's process",
+    "judge/_serve.py": "runs inside the judge server's own process",
+    "judge/_model.py": "XDG_CACHE_HOME, the base-directory convention",
+    "judge/_litellm.py": "restores the environment around litellm's import",
+    "judge/local.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
+}
+
+
+def test_no_module_reads_the_environment_outside_the_table() -> None:
+    offenders, readers = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            reads = (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("environ", "getenv")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "os"
+            )
+            if reads:
+                readers.add(rel)
+                if rel not in _ENV_READS_ALLOWED:
+                    offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, f"read these through faithtrace._options: {offenders}"
+    assert readers == set(_ENV_READS_ALLOWED)  # an exception no longer needed leaves the list
