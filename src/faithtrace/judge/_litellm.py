@@ -7,9 +7,10 @@ import of litellm and then restores the environment exactly as it was (litellm's
 as ``TIKTOKEN_CACHE_DIR``, are undone too; a host thread changing the environment during that window, about a
 second once per process, would see its change undone as well).
 
-When the host has already imported litellm, its price map is whatever the host chose (it is shared), and
-nothing is set. When the host imports litellm after us, it gets the module we imported, with the bundled map
-unless its own environment said otherwise.
+When the host has already imported litellm, its price map is whatever the host chose (the module is shared)
+and the variable is not set; litellm's lazy tokenizer import, which sets ``TIKTOKEN_CACHE_DIR``, is still done
+inside the restored window. When the host imports litellm after us, it gets the module we imported, with the
+bundled map unless its own environment said otherwise.
 """
 
 from __future__ import annotations
@@ -23,36 +24,37 @@ from typing import Any
 
 _VAR = "LITELLM_LOCAL_MODEL_COST_MAP"
 _lock = threading.Lock()
+_ready = False
 
 
 def load() -> Any:
     """The litellm module, imported on first use (it takes a second or more: the decorator's import must be
     cheap). Blocking; call it off the event loop the first time."""
-    module: Any = sys.modules.get("litellm")
-    if module is None:
+    global _ready
+    if not _ready:
         with _lock:
-            module = sys.modules.get("litellm")
-            if module is None:
-                module = _import_with_local_cost_map()
+            if not _ready:
+                _import_quietly()
+                _ready = True
+    module: Any = sys.modules["litellm"]
     # litellm prints a "Give Feedback / Get Help" banner to stdout on every failed call; our errors are
     # reported in results and logs instead, and a CLI's stdout must stay clean.
     module.suppress_debug_info = True
     return module
 
 
-def _import_with_local_cost_map() -> Any:
+def _import_quietly() -> None:
     before = dict(os.environ)
-    os.environ.setdefault(_VAR, "True")
+    if "litellm" not in sys.modules:
+        os.environ.setdefault(_VAR, "True")
     try:
-        import litellm
-
+        importlib.import_module("litellm")
         # Imported lazily by litellm on its first token count, and it sets TIKTOKEN_CACHE_DIR (to its bundled
         # tokenizers) for good: done now, inside the window whose changes are undone.
         with contextlib.suppress(Exception):
             importlib.import_module("litellm.litellm_core_utils.default_encoding")
     finally:
         _restore(before)
-    return litellm
 
 
 def _restore(before: dict[str, str]) -> None:
@@ -62,3 +64,12 @@ def _restore(before: dict[str, str]) -> None:
     for name, value in before.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
