@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
 """Importing and calling faithtrace leaves the host process as it was: its environment and its stderr.
 
 Each case runs in a fresh interpreter with a clean environment (the test suite's own conftest sets
@@ -75,8 +76,8 @@ def test_evaluate_in_a_loop_of_50_prints_nothing_and_changes_no_environment(
 def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_environment(
     fake_judge: Any,
 ) -> None:
-    """Each configure() used to get a worker with its own event loop, closed on the next configure(): litellm's
-    logging task left on it printed "Event loop is closed" tracebacks."""
+    """Each configure() used to get a worker with its own event loop, closed on the next configure():
+    litellm's logging task left on it printed "Event loop is closed" tracebacks (seen under pytest)."""
     result, stderr = _run(
         f"""
         import gc
@@ -93,9 +94,9 @@ def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_env
         def answer(question: str, contexts: list[str]) -> str:
             return "The sky is blue."
 
+        judge = faithtrace.JudgeSettings({_judge_args(fake_judge, "openai/fake-judge")})
         for _ in range(3):
-            faithtrace.configure(judge=faithtrace.JudgeSettings({_judge_args(fake_judge, "openai/fake-judge")}),
-                                 tracer_provider=provider)
+            faithtrace.configure(judge=judge, tracer_provider=provider)
             for _ in range(5):
                 answer("What colour is the sky?", ["The sky is blue."])
             assert faithtrace.flush(60)
@@ -103,8 +104,7 @@ def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_env
         report = faithtrace.shutdown(10)
         gc.collect()
         for _ in range(3):
-            faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.",
-                                judge=faithtrace.JudgeSettings({_judge_args(fake_judge, "openai/fake-judge")}))
+            faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
         evaluations = [s for s in exporter.get_finished_spans() if s.name == "evaluate faithfulness"]
         print(json.dumps({{"evaluations": len(evaluations), "complete": report.complete,
                            "changed": environ_changes()}}))
@@ -121,7 +121,8 @@ def test_a_host_that_imported_litellm_first_keeps_its_choices(fake_judge: Any) -
         import faithtrace
         judge = faithtrace.JudgeSettings({_judge_args(fake_judge, "hosted_vllm/fake-judge")})
         faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
-        print(json.dumps({{"changed": environ_changes(), "var": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")}}))
+        var = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
+        print(json.dumps({{"changed": environ_changes(), "var": var}}))
         """,
         host_env={"LITELLM_LOCAL_MODEL_COST_MAP": "true"},
     )
