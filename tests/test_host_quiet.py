@@ -104,7 +104,7 @@ def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_env
         report = faithtrace.shutdown(10)
         gc.collect()
         for _ in range(3):
-            faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
+            faithtrace.evaluate("Sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
         evaluations = [s for s in exporter.get_finished_spans() if s.name == "evaluate faithfulness"]
         print(json.dumps({{"evaluations": len(evaluations), "complete": report.complete,
                            "changed": environ_changes()}}))
