@@ -15,7 +15,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-v1
 PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 
-.PHONY: demo test lint typecheck unit bench bench-peers judge backends clean help
+.PHONY: demo test lint typecheck unit bench bench-peers judge backends config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy and the whole test suite"
@@ -65,6 +65,10 @@ lint: $(VENV)/.dev-installed
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
+
+# The README's configuration table, regenerated from src/faithtrace/_option_table.py (a test checks it).
+config-doc: $(VENV)/.dev-installed
+	$(BIN)/python -m faithtrace._config_doc --write
 
 test: judge backends lint typecheck
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
