@@ -138,3 +138,26 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
 def test_modules_stay_small() -> None:
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
     assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_only_the_pending_span_ends_a_rag_span() -> None:
+    """The request path, the runtime and the worker hand the span around; ``PendingSpan`` alone ends it."""
+    for module in ("_decorator", "_streams", "_traced", "_runtime", "_worker"):
+        tree = ast.parse(MODULES[f"faithtrace.{module}"].read_text(encoding="utf-8"))
+        ends = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "end"
+        ]
+        assert ends == [], (module, ends)
+    pending = ast.parse(MODULES["faithtrace._pending"].read_text(encoding="utf-8"))
+    owners = {
+        fn.name
+        for fn in ast.walk(pending)
+        if isinstance(fn, ast.FunctionDef)
+        and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "end"
+            for n in ast.walk(fn)
+        )
+    }
+    assert owners == {"fail", "drop", "finish"}

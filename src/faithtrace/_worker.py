@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -138,7 +137,7 @@ class Worker:
 
         Every span handed over is ended, unless a host span processor blocks the dispatcher: ending them on
         this thread would block the caller too, so they are counted as unfinished instead. ``grace_s`` bounds
-        each of the few waits past the deadline (the dispatcher's last turn, cancelling, the loop's end).
+        each of the two waits past the deadline (the dispatcher's last turn, cancelling the running jobs).
         """
         self._closed = True
         self.flush(deadline - time.monotonic())
@@ -152,9 +151,10 @@ class Worker:
         self._jobs.clear()
         if self._running:
             future = asyncio.run_coroutine_threadsafe(self._cancel_running(grace_s), self._loop)
-            with contextlib.suppress(Exception):
-                future.result(timeout=grace_s * 2)
-        closed.cancelled = list(self._cancelled)
+            try:
+                closed.cancelled = future.result(timeout=grace_s * 2)
+            except Exception:  # the shared loop is blocked: count what is known to have been cancelled
+                closed.cancelled = list(self._cancelled)
         return closed
 
     # --- worker side ---------------------------------------------------------------------------------------
@@ -245,10 +245,12 @@ class Worker:
         if self._jobs:
             self._wake.set()
 
-    async def _cancel_running(self, wait_s: float) -> None:
-        # Only this worker's jobs: the loop is shared with other workers and with evaluate().
-        tasks = list(self._tasks)
-        for task in tasks:
+    async def _cancel_running(self, wait_s: float) -> list[Job]:
+        """Cancel this worker's running jobs (the loop is shared with other workers and with evaluate());
+        the jobs it cancelled."""
+        running = dict(self._tasks)
+        for task in running:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=wait_s)
+        if running:
+            await asyncio.wait(running, timeout=wait_s)
+        return list(running.values())
