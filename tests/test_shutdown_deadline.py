@@ -179,9 +179,9 @@ elapsed = time.monotonic() - started
 with trace.get_tracer("app").start_as_current_span("after-shutdown"):
     pass
 names = [s.name for s in memory.get_finished_spans()]
-print(json.dumps({{"elapsed": elapsed, "cancelled": report.cancelled, "names": names}}))
+print(json.dumps({{"elapsed": elapsed, "dropped": report.dropped, "names": names}}))
 """
     result, _stderr = _run(code, {})
     assert float(result["elapsed"]) <= 2.0, result  # type: ignore[arg-type]
-    assert result["cancelled"] == 1
+    assert result["dropped"] == 1  # queued or already running on the hung judge, depending on timing
     assert "after-shutdown" in result["names"]  # the app's provider still works: it was not shut down
