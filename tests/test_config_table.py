@@ -164,3 +164,16 @@ def test_no_module_reads_the_environment_outside_the_table() -> None:
                     offenders.append(f"{rel}:{node.lineno}")
     assert not offenders, f"read these through faithtrace._options: {offenders}"
     assert readers == set(_ENV_READS_ALLOWED)  # an exception no longer needed leaves the list
+
+
+def test_a_configure_argument_is_checked_against_the_table() -> None:
+    from faithtrace import ConfigError
+
+    env = {"FAITHTRACE_PROMETHEUS_PORT": "9999"}
+    assert _options.resolve("configure.prometheus_port", None, env) == 9999
+    assert _options.resolve("configure.prometheus_port", 8000, env) == 8000
+    assert _options.resolve("configure.prometheus_port", None, {}) is None
+    with pytest.raises(ConfigError, match="prometheus_port: must be <= 65535"):
+        _options.resolve("configure.prometheus_port", 70000, env)
+    with pytest.raises(ConfigError, match="traces_protocol: expected one of"):
+        _options.resolve("otel.traces_protocol", "carrier-pigeon")

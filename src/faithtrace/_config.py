@@ -168,7 +168,7 @@ def build_settings(
     otel = _options.values("otel", env)
     judge_settings = resolve_judge(judge, env)
     return Settings(
-        enabled=enabled if enabled is not None else top["enabled"],
+        enabled=_options.resolve("configure.enabled", enabled, env),
         judge=judge_settings,
         scoring=_resolve(ScoringOptions, "scoring", scoring, "scoring", env),
         sampling=_resolve(SamplingOptions, "sampling", sampling, "sampling", env),

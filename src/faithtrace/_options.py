@@ -12,8 +12,9 @@ service down. An invalid explicit argument is a programming error and raises (py
 same bounds).
 
 Adding an option: one ``Option`` in ``_option_table.OPTIONS_LIST`` (its group is the model it belongs to);
-on the model, ``name: type = field("group.name")`` (not for the env-only groups, which use ``read``); then
-``python -m faithtrace._config_doc --write`` updates the README (a test fails until it does).
+on the model, ``name: type = field("group.name")``; a ``configure()`` argument of its own is read with
+``resolve("configure.name", argument, environ)`` in ``build_settings``, an env-only option with ``read``;
+then ``python -m faithtrace._config_doc --write`` updates the README (a test fails until it does).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, Final
 
 from pydantic import Field
 
+from faithtrace._errors import ConfigError
 from faithtrace._option import UNSET, Option
 from faithtrace._option_table import OPTIONS_LIST
 
@@ -101,6 +103,17 @@ def read(key: str, environ: Mapping[str, str] | None = None) -> Any:
     o = OPTIONS[key]
     value = _from_env(o, os.environ if environ is None else environ)
     return o.default_value() if value is UNSET else value
+
+
+def resolve(key: str, explicit: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """A ``configure()`` argument for option ``key``: the explicit value (checked against the table's bounds
+    and choices; ``ConfigError`` when it fails), or when None the environment's value, else the default."""
+    if explicit is None:
+        return read(key, environ)
+    problem = OPTIONS[key].check(explicit)
+    if problem is not None:
+        raise ConfigError(f"{OPTIONS[key].name}: {problem}, got {explicit!r}")
+    return explicit
 
 
 def local_defaults(group_name: str) -> dict[str, Any]:
