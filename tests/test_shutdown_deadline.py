@@ -88,7 +88,7 @@ _APP = """
 
     @trace_faithfulness
     def answer(question: str, contexts: list[str]) -> str:
-        return "The refund window is 30 days."
+        return "The refund window is 30 days and shipping to Mars is free."  # the judge must decide
 
     for _ in range(20):
         answer("How long is the refund window?", ["Refunds are accepted within 30 days."])
@@ -169,7 +169,7 @@ faithtrace.configure(judge=JudgeSettings(model="openai/hung", api_base={hanging_
 
 @trace_faithfulness
 def answer(question: str, contexts: list[str]) -> str:
-    return "Yes."
+    return "The shop opens at nine on Sundays and sells bicycles."  # the judge must decide
 
 answer("Is it open?", ["It is open."])
 faithtrace.flush(2.0, evaluations=False)
@@ -183,5 +183,5 @@ print(json.dumps({{"elapsed": elapsed, "dropped": report.dropped, "names": names
 """
     result, _stderr = _run(code, {})
     assert float(result["elapsed"]) <= 2.0, result  # type: ignore[arg-type]
-    assert result["dropped"] == 1  # queued or already running on the hung judge, depending on timing
+    assert result["dropped"] == 1, result  # queued, or running on the hung judge, depending on timing
     assert "after-shutdown" in result["names"]  # the app's provider still works: it was not shut down

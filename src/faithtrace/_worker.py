@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -71,7 +72,8 @@ class Worker:
         self._queue_size = queue_size
         self._concurrency = concurrency
         self._running = 0
-        self._cancelled: list[Job] = []  # running jobs cancelled by close()
+        self._active: dict[int, Job] = {}  # running jobs by a serial number, under the _idle lock
+        self._serial = itertools.count()
         self._busy = False  # the dispatcher holds items it took off the inbox
         self._sleeping = False
         self._wake = threading.Event()
@@ -153,8 +155,11 @@ class Worker:
             future = asyncio.run_coroutine_threadsafe(self._cancel_running(grace_s), self._loop)
             try:
                 closed.cancelled = future.result(timeout=grace_s * 2)
-            except Exception:  # the shared loop is blocked: count what is known to have been cancelled
-                closed.cancelled = list(self._cancelled)
+            except Exception:
+                # The shared loop is starved (e.g. by litellm's import on another thread): the cancellation
+                # is queued and will land; what is still running now is lost all the same.
+                with self._idle:
+                    closed.cancelled = list(self._active.values())
         return closed
 
     # --- worker side ---------------------------------------------------------------------------------------
@@ -211,36 +216,40 @@ class Worker:
     def _start_jobs(self) -> None:
         while self._jobs and self._running < self._concurrency:
             # Counted as running before it leaves the queue, so flush() never sees it in neither place.
+            job = self._jobs[0]
+            key = next(self._serial)
             with self._idle:  # the loop thread decrements it
                 self._running += 1
-            job = self._jobs.popleft()
+                self._active[key] = job
+            self._jobs.popleft()
             try:
-                asyncio.run_coroutine_threadsafe(self._run_job(job), self._loop)
-            except RuntimeError:  # the loop is gone (closing): the job cannot run
-                self._job_done()
+                asyncio.run_coroutine_threadsafe(self._run_job(key, job), self._loop)
+            except RuntimeError:  # the loop is gone: the job cannot run
+                self._job_done(key)
                 return
 
     def _keep(self, exc: BaseException) -> None:
         if len(self.errors) < _MAX_KEPT_ERRORS:
             self.errors.append(exc)
 
-    async def _run_job(self, job: Job) -> None:
+    async def _run_job(self, key: int, job: Job) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks[task] = job
         try:
             await self._handler(job)
         except asyncio.CancelledError:
-            self._cancelled.append(job)
+            pass  # by close(), which counts it
         except BaseException as exc:  # the handler swallows everything but faithtrace bugs under pytest
             self._keep(exc)
         finally:
             self._tasks.pop(task, None)
-            self._job_done()
+            self._job_done(key)
 
-    def _job_done(self) -> None:
+    def _job_done(self, key: int) -> None:
         with self._idle:
             self._running -= 1
+            self._active.pop(key, None)
             self._idle.notify_all()
         if self._jobs:
             self._wake.set()
