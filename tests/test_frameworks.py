@@ -297,3 +297,24 @@ def test_a_result_with_no_text_is_a_capture_error_never_its_repr(
     assert n.OUTPUT_VALUE not in rag.attributes
     assert ft.evaluation_spans() == []
     assert point(ft, n.METRIC_EVALUATIONS, **{n.OUTCOME: n.OUTCOME_CAPTURE_ERROR}).value == 1
+
+
+def test_langchain_with_its_openinference_instrumentation(ft: FaithtraceCapture) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=ft.tracer_provider)
+    try:
+        chain = _chain()
+
+        @trace_faithfulness
+        def ask(question: str) -> Iterator[dict[str, Any]]:
+            return chain.stream(question)
+
+        received = list(ask(QUESTION))
+        assert "".join(c.get("answer", "") for c in received) == ANSWER
+        rag = _scored(ft, "test_langchain_with_its_openinference_instrumentation.<locals>.ask")
+        framework = [s for s in ft.spans() if s.context.trace_id == rag.context.trace_id and s is not rag]
+        assert any(s.parent and s.parent.span_id == rag.context.span_id for s in framework)
+    finally:
+        instrumentor.uninstrument()
