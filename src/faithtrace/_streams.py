@@ -245,5 +245,6 @@ def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, inner: 
     relay = _async_relay if inspect.isasyncgen(inner) else _relay
     wrapper = relay(lambda: stream, inner)
     # A stream nobody reads never runs a line of its wrapper: end its span when the wrapper is collected.
-    weakref.finalize(wrapper, stream.abandoned)
+    # (Not at interpreter exit: the providers may be shut down by then, and nothing would export it.)
+    weakref.finalize(wrapper, stream.abandoned).atexit = False
     return wrapper, stream
