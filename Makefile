@@ -86,6 +86,7 @@ bench-peers: judge
 bench: judge bench-peers
 	$(BIN)/python benchmarks/overhead.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
+	$(BIN)/python benchmarks/eval_cpu.py --quick
 	$(BIN)/python benchmarks/accuracy.py --quick
 
 clean:

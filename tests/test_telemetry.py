@@ -172,6 +172,7 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_EVALUATIONS: Sum,
         n.METRIC_CALLS: Sum,
         n.METRIC_INTERNAL_ERRORS: Sum,
+        n.METRIC_EXPORTER_ERRORS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
     }
     assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))
@@ -290,7 +291,7 @@ def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
         line for line in lines if line.startswith("faithtrace_evaluation_score_bucket") and 'le="1.0"' in line
     ]
     assert le_one.endswith(" 1.0")
-    assert any(line.startswith("gen_ai_client_token_usage_bucket") for line in lines)
+    assert any(line.startswith("faithtrace_judge_token_usage_bucket") for line in lines)
     assert any(line.startswith("faithtrace_queue_depth") for line in lines)
 
 

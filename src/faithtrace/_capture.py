@@ -7,26 +7,27 @@ argument is then read by position or keyword without binding the signature on ev
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from faithtrace._errors import ConfigError
+from faithtrace._text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
+
+__all__ = ["CaptureError", "chunk_text", "to_text", "to_texts"]
 
 Spec = str | Callable[..., Any] | None
 
 QUERY_NAMES: Final = ("query", "question", "q")
 CONTEXT_NAMES: Final = ("contexts", "context", "documents", "docs")
-ANSWER_NAMES: Final = ("answer", "text", "content")
-_RESULT_QUERY_NAMES: Final = ("query", "question")
-_RESULT_CONTEXT_NAMES: Final = (*CONTEXT_NAMES, "sources", "chunks")
-# Fields that hold a document's or a chunk's text, in the order they are tried.
-_TEXT_FIELDS: Final = ("text", "content", "page_content", "answer", "delta", "document", "chunk", "body")
-_MAX_CONTEXTS: Final = 1000  # documents kept per call, whatever the app retrieved
-
-
-class CaptureError(Exception):
-    """A capture spec did not match this call (a user-side mismatch, not a faithtrace bug)."""
+# On the return value: our own names first, then LlamaIndex's ``Response.response``/``source_nodes`` and
+# LangChain's chains (``{"input", "context", "answer"}`` from create_retrieval_chain, ``{"query", "result",
+# "source_documents"}`` from RetrievalQA, ``{"input", "output"}`` from agents).
+ANSWER_NAMES: Final = ("answer", "text", "content", "response", "result", "output")
+_RESULT_QUERY_NAMES: Final = ("query", "question", "input")
+_RESULT_CONTEXT_NAMES: Final = (*CONTEXT_NAMES, "sources", "chunks", "source_nodes", "source_documents")
+# An attribute holding the answer's stream on a result object (LlamaIndex's StreamingResponse).
+STREAM_FIELD: Final = "response_gen"
 
 
 class _Missing:
@@ -56,51 +57,6 @@ class Captured:
 
 
 Getter = Callable[[Call], Any]
-
-
-# --- text ---------------------------------------------------------------------------------------------
-def to_text(value: Any) -> str | None:
-    """A document, a chunk or an answer as text: strings, bytes, dicts and objects with a text field."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, Mapping):
-        for name in _TEXT_FIELDS:
-            field = value.get(name)
-            if isinstance(field, str):
-                return field
-        return str(value)
-    for name in _TEXT_FIELDS:
-        field = getattr(value, name, None)
-        if isinstance(field, str):
-            return field
-    return str(value)
-
-
-def to_texts(value: Any) -> list[str]:
-    """Retrieved contexts as a list of texts. Never consumes an iterator the app may still need."""
-    if value is None:
-        return []
-    if isinstance(value, str | bytes | bytearray):
-        text = to_text(value)
-        return [text] if text else []
-    if isinstance(value, Mapping):
-        if any(isinstance(value.get(name), str) for name in _TEXT_FIELDS):
-            text = to_text(value)
-            return [text] if text else []
-        value = list(value.values())  # {id: document}
-    if isinstance(value, Sequence | set | frozenset):
-        texts = []
-        for item in list(value)[:_MAX_CONTEXTS]:
-            text = to_text(item)
-            if text:
-                texts.append(text)
-        return texts
-    text = to_text(value)
-    return [text] if text else []
 
 
 # --- resolving specs ---------------------------------------------------------------------------------------
@@ -149,10 +105,56 @@ def _lookup_default(value: Any, names: Sequence[str]) -> Any:
     if value is None or isinstance(value, str | bytes | int | float | list | tuple):
         return MISSING
     for name in names:
-        found = getattr(value, name, MISSING)
+        try:
+            found = getattr(value, name, MISSING)
+        except Exception:  # a property that does not apply to this object
+            continue
         if found is not MISSING and not callable(found):
             return found
     return MISSING
+
+
+Slot = tuple[Any, Callable[[Any], Any]]  # a stream, and how to put its wrapper in its place
+
+
+def _stream_slot(result: Any, parts: Sequence[str]) -> Slot | None:
+    """Where the answer's stream sits in ``result``: the result itself, or its ``path`` (by default
+    ``response_gen``, as on LlamaIndex's StreamingResponse) on the object that holds it."""
+    if is_stream(result):
+        return result, lambda wrapper: wrapper
+    if isinstance(result, str | bytes | int | float | list | tuple) or result is None:
+        return None  # the common answers: nothing to look into
+    holder = result
+    if len(parts) > 1:
+        try:
+            holder = _path_getter(".".join(parts[:-1]))(result)
+        except (CaptureError, ConfigError):
+            return None
+    name = parts[-1]
+    if isinstance(holder, Mapping):
+        value = holder.get(name)
+        if not is_stream(value):
+            return None
+        if not isinstance(holder, MutableMapping):
+            raise CaptureError(f"the answer's stream at {name!r} is in a read-only mapping")
+
+        def put_item(wrapper: Any) -> Any:
+            holder[name] = wrapper
+            return result
+
+        return value, put_item
+    value = field_of(holder, name)
+    if not is_stream(value):
+        return None
+
+    def put_attribute(wrapper: Any) -> Any:
+        try:
+            setattr(holder, name, wrapper)
+        except Exception as exc:  # frozen objects: leave the stream alone rather than read it
+            raise CaptureError(f"cannot watch the answer's stream at {name!r}: {exc}") from exc
+        return result
+
+    return value, put_attribute
 
 
 class CaptureSpec:
@@ -166,6 +168,10 @@ class CaptureSpec:
         except (TypeError, ValueError):  # builtins without a signature: captures come from specs only
             self._params = []
         self._by_name = {p.name: (i, p) for i, p in enumerate(self._params)}
+        # Only the default answer and a path can name a stream we know how to watch (not a callable's value).
+        path = answer if isinstance(answer, str) else STREAM_FIELD
+        self._stream_parts = tuple(p for p in path.split(".") if p)
+        self._watch_streams = answer is None or isinstance(answer, str)
         self.query = self._resolve("query", query, QUERY_NAMES, _RESULT_QUERY_NAMES)
         self.contexts = self._resolve("contexts", contexts, CONTEXT_NAMES, _RESULT_CONTEXT_NAMES)
         self.answer = self._resolve_answer(answer, streaming)
@@ -260,6 +266,26 @@ class CaptureSpec:
             else:
                 bound[param.name] = {k: v for k, v in call.kwargs.items() if k not in bound}
         return bound
+
+    def stream_slot(self, result: Any) -> Slot | None:
+        """The answer's stream when the call returned one (to be watched, not read), else None."""
+        if not self._watch_streams:
+            return None
+        return _stream_slot(result, self._stream_parts)
+
+    def capture_inputs(self, call: Call) -> tuple[str | None, list[str] | None]:
+        """Query and contexts alone, for a call whose answer is still streaming (None: not found)."""
+        try:
+            query = self.query(call)
+            contexts = self.contexts(call)
+        except CaptureError:
+            raise
+        except Exception as exc:
+            raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
+        return (
+            None if query is MISSING else to_text(query),
+            None if contexts is MISSING else to_texts(contexts),
+        )
 
     def capture(self, call: Call) -> Captured:
         """The call's texts. Raises ``CaptureError`` when a spec does not fit the call."""

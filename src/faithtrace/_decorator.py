@@ -94,9 +94,8 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 raise
             finally:
                 detach(token)
-            traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
             stats.calls += 1
-            return result
+            return traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
 
         return _wrap(func, async_wrapper, is_async=True)
 
@@ -118,9 +117,8 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
             raise
         finally:
             detach(token)
-        traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
         stats.calls += 1
-        return result
+        return traced.returned(rt, pending, traced.call(instance, args, kwargs, result))
 
     return _wrap(func, sync_wrapper, is_async=False)
 
@@ -175,18 +173,21 @@ def trace_faithfulness(
 
     Works on sync and async functions, methods, classmethods and staticmethods (put it *outside*
     ``@classmethod``/``@staticmethod``), and on sync and async generators that stream the answer (the answer
-    is the joined chunks, scored when the stream ends or is closed).
+    is the joined chunks, scored when the stream ends or is closed). A call that *returns* a stream (a
+    generator, or LlamaIndex's ``StreamingResponse``) gives the caller a wrapper yielding the same chunks, and
+    is scored when that stream ends; faithtrace never reads a stream or ``str()``s a host object itself.
 
     Args:
         query: where the user's question is: an argument name, an attribute/key path on the return value
             (``"request.text"``), or a callable ``(result)`` / ``(arguments, result)``. By default an argument
             named ``query``, ``question`` or ``q``, else the return value's ``query``/``question``.
         contexts: the retrieved documents, found the same way. By default an argument named ``contexts``,
-            ``context``, ``documents`` or ``docs``, else the same attribute/key on the return value. Strings,
-            lists of strings, dicts and objects with a text field (``text``, ``content``, ``page_content``)
-            are understood.
+            ``context``, ``documents`` or ``docs``, else the same attribute/key on the return value, or its
+            ``source_nodes`` (LlamaIndex) / ``source_documents`` (LangChain). Strings, lists of strings,
+            dicts, LlamaIndex nodes and objects with a text field (``text``, ``content``, ``page_content``)
+            are understood; anything else is a capture error, never its repr.
         answer: a path on the return value or a callable; by default the return value itself when it is a
-            string, else its ``answer``/``text``/``content``.
+            string, else its ``answer``/``text``/``content``/``response``/``result``/``output``.
         name: the span name and the ``faithtrace.function`` metric attribute; defaults to the qualified name.
     """
     if wrapped is None:

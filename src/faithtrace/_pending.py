@@ -122,7 +122,14 @@ class PendingSpan:
     def _not_scored(self, problem: str) -> None:
         stats = self.stats
         count_outcome(stats, n.OUTCOME_CAPTURE_ERROR)
-        self.span.set_attributes({n.CAPTURE_ERROR: problem[:300], n.SAMPLED: False, n.FUNCTION: stats.name})
+        self.span.set_attributes(
+            {
+                n.CAPTURE_ERROR: problem[:300],
+                n.EVAL_OUTCOME: n.OUTCOME_CAPTURE_ERROR,
+                n.SAMPLED: False,
+                n.FUNCTION: stats.name,
+            }
+        )
         _internal.warn_rate_limited(
             "capture:" + stats.name,
             "faithtrace: %s is not scored: %s (your code is unaffected)",

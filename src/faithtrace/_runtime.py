@@ -27,6 +27,7 @@ from faithtrace._telemetry import setup, spans
 from faithtrace._version import __version__
 from faithtrace._worker import Closed, Worker
 from faithtrace.judge.settings import JudgeSettings
+from faithtrace.scoring.models import ErrorInfo
 from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.scorer import Scorer
 
@@ -36,6 +37,13 @@ _INBOX_SIZE = 1024
 # Of a shutdown's time, what is kept back from the evaluations for exporting the telemetry they produced.
 _EXPORT_SHARE: Final = 0.2
 _MAX_EXPORT_RESERVE_S: Final = 1.0
+
+
+# Evaluation errors that say the judge is missing or misconfigured rather than that one answer was hard: the
+# user needs to hear about these (rate-limited), not only see them on the spans.
+_JUDGE_SETUP_ERRORS = frozenset(
+    {"judge_unavailable", "judge_auth", "judge_bad_request", "judge_server_error"}
+)
 
 
 def _refuse(job: Job) -> bool:
@@ -122,12 +130,33 @@ class Runtime:
         """Score one queued job and turn the result into telemetry. Never raises (but under pytest)."""
         started_ns = time.time_ns()
         result = await self.scorer.score(job.query, job.contexts, job.answer)
+        if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
+            self._warn_judge_failure(result.error)
         try:
             spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture)
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
         except Exception as exc:
             _internal.internal_error("evaluation telemetry", exc)
+
+    def _warn_judge_failure(self, error: ErrorInfo) -> None:
+        """Say once a minute per kind that evaluations fail for want of a working judge, and how to fix it:
+        otherwise the only trace of it is an error outcome on every evaluation span."""
+        judge = self.scorer.judge
+        if error.message.startswith("LocalJudgeError"):
+            hint = ""  # a local judge that could not start explains the fix itself (install the extra...)
+        elif error.type == "judge_unavailable":
+            hint = "; " + judge.unavailable_hint()
+        else:
+            hint = "; check FAITHTRACE_JUDGE_MODEL and the provider's API key (or FAITHTRACE_JUDGE_API_KEY)"
+        _internal.warn_rate_limited(
+            "judge:" + error.type,
+            "faithtrace: judge %s failed (%s: %s), answers are not scored%s. Your app is unaffected.",
+            judge.model_name,
+            error.type,
+            error.message[:500],
+            hint,
+        )
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     @staticmethod

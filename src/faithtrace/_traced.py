@@ -1,7 +1,7 @@
 """What one decorated function needs per call, and the hand-over of a returned call to the worker.
 
-Shared by the plain wrappers (``_decorator``) and the stream wrappers (``_streams``); both sit above this
-module, so neither imports the other for it.
+Shared by the plain wrappers (``_decorator``) and the generator wrappers (``_streams``). A call that returns
+a stream is handed to ``_streams.watch``; ``_streams`` refers back to this module for types only.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _internal
+from faithtrace import _internal, _streams
 from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
 from faithtrace._pending import PendingSpan
 from faithtrace._sampling import PARENT
@@ -34,26 +34,58 @@ class Traced:
         offset = 1 if instance is not None and not self.is_static else 0
         return Call(instance, args, kwargs, offset, result)
 
-    def returned(self, rt: Runtime, pending: PendingSpan, call: Call) -> None:
+    def returned(self, rt: Runtime, pending: PendingSpan, call: Call) -> Any:
         """After a successful call: capture its texts and hand the span over to be finished and scored.
 
-        Only what must read the host's objects happens here (capture yields plain strings); attributes,
-        scrubbing, the span's end and its export run on the worker (``PendingSpan.finish``). Never raises
-        into the host, except for faithtrace bugs under pytest.
+        Returns what the caller gets: the call's own result, unless its answer is a stream (a generator, or
+        LlamaIndex's ``StreamingResponse.response_gen``), which is replaced by a wrapper yielding the same
+        chunks and scoring them when the stream ends. Nothing here reads a stream or calls ``str()`` on a
+        host object. Only what must read the host's objects happens here (capture yields plain strings);
+        attributes, scrubbing, the span's end and its export run on the worker (``PendingSpan.finish``).
+        Never raises into the host, except for faithtrace bugs under pytest.
         """
         pending.end_ns = time.time_ns()
-        handed = False
+        result = call.result
         try:
             ctx = pending.span.get_span_context()
             if ctx.is_valid and not ctx.trace_flags.sampled:
                 # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
                 # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
                 self.stats.sampled_out[PARENT] += 1
-                return
+                pending.drop()
+                return result
             try:
-                pending.captured = self._bounded(rt, self.spec.capture(call))
+                slot = self.spec.stream_slot(result)
+                if slot is not None:
+                    return self._watch(rt, pending, call, *slot)
+                captured: Captured | None = self.spec.capture(call)
+                problem = ""
             except CaptureError as exc:
-                pending.problem = str(exc)
+                captured, problem = None, str(exc)
+        except Exception as exc:
+            _internal.internal_error("capture", exc)
+            pending.drop()
+            return result
+        self.handoff(rt, pending, captured, problem)
+        return result
+
+    def _watch(self, rt: Runtime, pending: PendingSpan, call: Call, stream: Any, put: Any) -> Any:
+        """Put a watching wrapper in place of the answer's stream; the span ends when the stream does."""
+        wrapper, watched = _streams.watch(rt, self, pending, call, stream)
+        try:
+            return put(wrapper)
+        except CaptureError as exc:  # the stream cannot be replaced: leave it alone, unread
+            watched.finished = True
+            self.handoff(rt, pending, None, str(exc))
+            return call.result
+
+    def handoff(self, rt: Runtime, pending: PendingSpan, captured: Captured | None, problem: str) -> None:
+        """Hand a finished call (``pending.end_ns`` set) and its texts to the worker, or end its span here
+        when that fails."""
+        handed = False
+        try:
+            pending.captured = None if captured is None else self._bounded(rt, captured)
+            pending.problem = problem
             pending.ended_at = time.monotonic()
             handed = True
             rt.handoff(pending)

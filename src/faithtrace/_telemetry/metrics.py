@@ -19,6 +19,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from faithtrace import _internal
 from faithtrace._sampling import Reason
 from faithtrace._telemetry import names as n
+from faithtrace._telemetry import setup
 from faithtrace._version import __version__
 from faithtrace.scoring.models import FaithfulnessResult, Outcome
 
@@ -95,6 +96,10 @@ def _observe_internal_errors(_options: CallbackOptions) -> Iterable[Observation]
     return [Observation(_internal.internal_error_count)]
 
 
+def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(setup.prometheus_bind_failures, {n.EXPORTER: "prometheus"})]
+
+
 # Set by the runtime module: how many jobs the current worker holds (queued or running).
 queue_depth: Callable[[], int] = lambda: 0  # noqa: E731
 
@@ -132,7 +137,7 @@ class Instruments:
         self.tokens = meter.create_histogram(
             n.METRIC_TOKEN_USAGE,
             unit="{token}",
-            description="Tokens per judge request",
+            description="Tokens per judge request (faithtrace's own, never the app's LLM calls)",
             explicit_bucket_boundaries_advisory=n.TOKEN_BUCKETS,
         )
         self.operation = meter.create_histogram(
@@ -155,6 +160,12 @@ class Instruments:
             [_observe_internal_errors],
             unit="{error}",
             description="faithtrace errors caught and swallowed (the host app was unaffected)",
+        )
+        meter.create_observable_counter(
+            n.METRIC_EXPORTER_ERRORS,
+            [_observe_exporter_errors],
+            unit="{error}",
+            description="Exporters faithtrace could not set up, e.g. a Prometheus port already taken",
         )
         meter.create_observable_gauge(
             n.METRIC_QUEUE_DEPTH,

@@ -30,7 +30,7 @@ GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
-GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"  # "input" | "output" on gen_ai.client.token.usage
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"  # "input" | "output" on the token usage histogram
 GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 ERROR_TYPE: Final = "error.type"
 
@@ -102,12 +102,19 @@ METRIC_VERDICTS: Final = "faithtrace.evaluation.verdicts"  # counter by verdict
 METRIC_EVAL_DURATION: Final = "faithtrace.evaluation.duration"  # histogram, s, enqueue to result
 METRIC_JUDGE_COST: Final = "faithtrace.judge.cost"  # counter, USD
 METRIC_QUEUE_DEPTH: Final = "faithtrace.queue.depth"  # gauge
-METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"  # histogram, {token}
-METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"  # histogram, s
+# The judge's own usage: the shape of the GenAI client metrics (gen_ai.client.token.usage and
+# gen_ai.client.operation.duration, same attributes and units) under our own names, so that a host's GenAI
+# instrumentation never mixes the judge's requests into the app's LLM usage.
+METRIC_TOKEN_USAGE: Final = "faithtrace.judge.token.usage"  # histogram, {token}
+METRIC_OPERATION_DURATION: Final = "faithtrace.judge.operation.duration"  # histogram, s
 METRIC_INTERNAL_ERRORS: Final = "faithtrace.internal_errors"  # counter: faithtrace bugs caught and swallowed
+# Counter: exporters faithtrace could not set up (a taken Prometheus port), by faithtrace.exporter.
+METRIC_EXPORTER_ERRORS: Final = "faithtrace.exporter.setup_errors"
+EXPORTER: Final = "faithtrace.exporter"  # prometheus
 
 # Metric attributes: low-cardinality only, never text.
-OUTCOME: Final = "faithtrace.outcome"  # scored | no_claims | no_context | error | dropped | sampled_out
+# scored | no_claims | no_context | error | dropped | sampled_out | capture_error
+OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"

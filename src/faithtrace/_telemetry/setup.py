@@ -8,14 +8,18 @@ shut down by ``faithtrace.shutdown()``.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
+from faithtrace import _internal
 from faithtrace._errors import ConfigError
 
 if TYPE_CHECKING:
@@ -35,6 +39,8 @@ class _Owned:
 
 _owned = _Owned()
 _lock = threading.Lock()
+# Read by an observable counter: how often a /metrics endpoint could not be served (its port was taken).
+prometheus_bind_failures = 0
 
 
 def app_has_tracer_provider() -> bool:
@@ -48,10 +54,18 @@ def app_has_meter_provider() -> bool:
 
 
 def _resource(settings: Settings) -> Any:
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    """The resource of providers we install: ``service.name`` from ``service_name=``, ``OTEL_SERVICE_NAME`` or
+    ``OTEL_RESOURCE_ATTRIBUTES`` (plus any ``OTEL_EXPERIMENTAL_RESOURCE_DETECTORS``), else the spec's
+    ``unknown_service:<executable>``; and a ``service.instance.id`` per process, so that the workers of one
+    service (``uvicorn --workers 4``) stay separate series instead of overwriting each other's counters."""
+    from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 
-    # Resource.create() reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES itself.
-    return Resource.create({SERVICE_NAME: settings.service_name} if settings.service_name else {})
+    detected = Resource.create({SERVICE_NAME: settings.service_name} if settings.service_name else {})
+    attributes = dict(detected.attributes)
+    if str(attributes.get(SERVICE_NAME, "unknown_service")) == "unknown_service":
+        attributes[SERVICE_NAME] = "unknown_service:" + (os.path.basename(sys.executable) or "python")
+    attributes.setdefault(SERVICE_INSTANCE_ID, str(uuid.uuid4()))
+    return Resource(attributes, detected.schema_url)
 
 
 def _url(settings: Settings, signal: str) -> str:
@@ -104,8 +118,25 @@ def _prometheus_reader(settings: Settings) -> Any:
     # A private registry: no clash with the app's own prometheus_client metrics, nor on reconfiguration.
     # (auto_describe would collect once at registration and leave that batch queued: duplicate series.)
     registry = CollectorRegistry()
+    try:
+        server, _thread = start_http_server(port, addr=settings.prometheus_host, registry=registry)
+    except OSError as exc:
+        # Typically the port is taken by another worker of the same app (``uvicorn --workers 2``): metrics
+        # must never stop the app from starting. Without a server nobody could scrape the reader, so there is
+        # none; OTLP export, if configured, still carries every metric.
+        global prometheus_bind_failures
+        prometheus_bind_failures += 1
+        _internal.warn_rate_limited(
+            "prometheus_bind",
+            "faithtrace: cannot serve Prometheus metrics on %s:%s (%s); this process exports none there. "
+            "With several workers, give each its own port (FAITHTRACE_PROMETHEUS_PORT) or send metrics "
+            "over OTLP to a Collector (see the README). Your app is unaffected.",
+            settings.prometheus_host,
+            port,
+            exc,
+        )
+        return None
     reader = PrometheusMetricReader(registry=registry)
-    server, _thread = start_http_server(port, addr=settings.prometheus_host, registry=registry)
     _owned.prometheus_server = server
     _owned.prometheus_address = (settings.prometheus_host, int(server.server_port))
     logger.info("faithtrace: Prometheus metrics on http://%s:%d/metrics", *_owned.prometheus_address)
@@ -152,8 +183,9 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers: list[Any] = []
-        if wants_prometheus:
-            readers.append(_prometheus_reader(settings))
+        prometheus = _prometheus_reader(settings) if wants_prometheus else None
+        if prometheus is not None:
+            readers.append(prometheus)
         if settings.exports_otlp and not app_owned:
             push = PeriodicExportingMetricReader(metric_exporter(settings))
             _owned.push_readers.append(push)

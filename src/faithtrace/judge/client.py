@@ -83,6 +83,20 @@ class Judge:
             return self._endpoint.display_model or self._endpoint.model
         return self.settings.model or "faithtrace-local"
 
+    def unavailable_hint(self) -> str:
+        """What to do when the judge cannot be reached, for the one warning the user sees."""
+        s = self.settings
+        if s.model is None:
+            return (
+                "the embedded judge did not answer: see `faithtrace judge status` and its log under "
+                "~/.cache/faithtrace/judge/, or set FAITHTRACE_JUDGE_MODEL to another litellm model"
+            )
+        where = s.api_base or f"{s.model}'s provider"
+        return (
+            f"check that {where} is reachable (FAITHTRACE_JUDGE_API_BASE), the model name "
+            "(FAITHTRACE_JUDGE_MODEL) and its API key"
+        )
+
     # --- endpoint ----------------------------------------------------------------------------------------
     def endpoint(self) -> Endpoint:
         """Resolve (and for the local judge, start) the endpoint. Blocking; call off the event loop."""
@@ -268,6 +282,9 @@ class Judge:
             "max_tokens": max_tokens or s.max_tokens,
             "timeout": self._timeout(ep),
             "num_retries": 0,  # retries are ours: counted, backed off and recorded per attempt
+            # The host's litellm callbacks must not see the judge (see ``_isolated``): litellm skips success
+            # and failure callbacks for a "no-log" request (unless the host set global_disable_no_log_param).
+            "no-log": True,
             **self._format_params(mode, step, json_schema, ep.local),
             **s.extra_params,
         }
@@ -279,9 +296,7 @@ class Judge:
         t0 = time.perf_counter()
         try:
             async with self._semaphore():
-                response = await asyncio.wait_for(
-                    _suppressed(lm.acompletion(**params)), self._timeout(ep) + 5
-                )
+                response = await asyncio.wait_for(_isolated(lm.acompletion(**params)), self._timeout(ep) + 5)
         except Exception as exc:
             etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _reply.error_type(exc)
             calls.append(
@@ -324,13 +339,33 @@ class Judge:
         return raw, finish_reason
 
 
-def _suppressed(coro: Coroutine[Any, Any, T_co]) -> asyncio.Task[T_co]:
-    """Run ``coro`` as a task whose OTel context says "suppress instrumentation".
+def _isolated(coro: Coroutine[Any, Any, T_co]) -> asyncio.Task[T_co]:
+    """Run ``coro`` (a litellm call) as a task whose context keeps it out of the host's telemetry.
 
-    The task gets its own copy of the context, so nothing has to be detached afterwards: an attach/detach pair
-    around an ``await`` breaks when the task is cancelled at loop shutdown ("token created in a different
-    Context").
+    * OTel's "suppress instrumentation" key: a host that instruments litellm/OpenAI does not trace the judge.
+    * litellm's own internal-call flag (a ContextVar litellm sets for the calls it makes itself): litellm
+      then schedules no async success/failure logging for the request. That keeps the judge's calls out of
+      the host's ``litellm.callbacks`` and, above all, off litellm's process-wide logging worker, whose queue
+      is bound to one event loop: fed from faithtrace's loop and the host's loop in turn, it re-binds on
+      every switch and drops or double-awaits the host's own logging tasks ("event loop changed", "cannot
+      reuse already awaited coroutine", "Task was destroyed but it is pending").
+
+    Both are context values, not globals: the host's concurrent calls see nothing of them. The task gets its
+    own copy of the context, so nothing has to be detached afterwards: an attach/detach pair around an
+    ``await`` breaks when the task is cancelled at loop shutdown ("token created in a different Context").
     """
     ctx = contextvars.copy_context()
     ctx.run(otel_context.attach, otel_context.set_value(_SUPPRESS_KEY, True))
+    internal_call = _litellm_internal_call_flag()
+    if internal_call is not None:
+        ctx.run(internal_call.set, True)
     return asyncio.get_running_loop().create_task(coro, context=ctx)
+
+
+def _litellm_internal_call_flag() -> contextvars.ContextVar[bool] | None:
+    try:
+        from litellm._internal_context import is_internal_call
+    except ImportError:  # an older litellm: "no-log" still keeps the host's callbacks out
+        return None
+    flag: contextvars.ContextVar[bool] = is_internal_call
+    return flag

