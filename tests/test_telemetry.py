@@ -409,7 +409,27 @@ def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
         server.server_close()
 
 
-def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any) -> None:
+_PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations"}
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "expected"),
+    [
+        ({}, {"/v1/traces", "/v1/metrics"}),
+        # The receiver plays Phoenix: OTLP/HTTP traces and the REST API on one port (metrics would get a 405).
+        ({"FAITHTRACE_ANNOTATIONS": "phoenix"}, _PHOENIX_PATHS),
+        (
+            {
+                "FAITHTRACE_ANNOTATIONS": "phoenix",
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "{endpoint}/otelcol/v1/m",
+            },
+            _PHOENIX_PATHS | {"/otelcol/v1/m"},  # a Collector's, named: metrics go there
+        ),
+    ],
+)
+def test_otlp_export_from_standard_env_vars(
+    fake_judge: Any, otlp_receiver: Any, extra_env: dict[str, str], expected: set[str]
+) -> None:
     endpoint, received = otlp_receiver
     script = f"""
         import faithtrace
@@ -424,36 +444,12 @@ def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any)
         faithtrace.shutdown()
         print("ok")
         """
-    out = _run(script, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "rag-test"})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "rag-test"}
+    env.update({k: v.format(endpoint=endpoint) for k, v in extra_env.items()})
+    out = _run(script, env)
     assert out.strip() == "ok"
     paths = {path for path, size in received if size > 0}
-    assert paths == {"/v1/traces", "/v1/metrics"}
-
-
-@pytest.mark.parametrize("metrics_endpoint", [None, "/otelcol/v1/metrics"])
-def test_with_phoenix_annotations_no_metrics_go_to_phoenix(
-    fake_judge: Any, otlp_receiver: Any, metrics_endpoint: str | None
-) -> None:
-    # The receiver plays Phoenix: OTLP/HTTP traces and the REST API on one port (metrics would get a 405).
-    endpoint, received = otlp_receiver
-    script = f"""
-        import faithtrace
-        faithtrace.configure(judge={_judge_code(fake_judge)})
-        @faithtrace.trace_faithfulness
-        def answer(question, contexts):
-            return "Paris is the capital of France."
-        answer("q", ["Paris is the capital of France."])
-        assert faithtrace.flush(60)
-        faithtrace.shutdown()
-        print("ok")
-        """
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "FAITHTRACE_ANNOTATIONS": "phoenix"}
-    if metrics_endpoint:
-        env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = endpoint + metrics_endpoint  # e.g. a Collector's
-    assert _run(script, env).strip() == "ok"
-    paths = {path for path, size in received if size > 0}
-    expected = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations"}
-    assert paths == expected | ({metrics_endpoint} if metrics_endpoint else set())
+    assert paths == expected
 
 
 def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge: Any) -> None:
