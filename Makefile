@@ -14,6 +14,8 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-v1
 PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
+NODE_DIR := $(HOME)/.cache/faithtrace/node
+PLAYWRIGHT_VERSION := 1.65.1
 
 .PHONY: demo test lint typecheck unit bench bench-peers judge backends config-doc clean help
 help:
@@ -45,18 +47,32 @@ $(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
 
 judge: $(VENV)/.local-installed
 
-# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian) and Arize Phoenix (own venv).
+# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian), Arize Phoenix (own venv), and a
+# real browser for the trace-UI test: Debian's Chromium driven by playwright-core from npm (its own browser
+# download cannot work here, and is not needed with executablePath).
 backends:
-	@if ! command -v promtool >/dev/null || ! command -v prometheus-alertmanager >/dev/null; then \
+	@missing=""; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
+			echo ">> apt-get install$$missing"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				prometheus prometheus-alertmanager iproute2 >/dev/null; \
-		else echo "!! install prometheus and prometheus-alertmanager (Debian packages) for the backend tests"; fi; \
+				$$missing >/dev/null; \
+		else echo "!! install these Debian packages for the backend tests:$$missing"; fi; \
 	fi
 	@if [ ! -x $(PHOENIX_VENV)/bin/phoenix ]; then \
 		echo ">> installing Arize Phoenix 20.26.1 into $(PHOENIX_VENV) (about 75 s, 855 MB)"; \
 		$(PYTHON) -m venv $(PHOENIX_VENV) && \
 		$(PHOENIX_VENV)/bin/python -m pip install --disable-pip-version-check -q 'arize-phoenix==20.26.1'; \
+	fi
+	@if ! grep -qs '"version": "$(PLAYWRIGHT_VERSION)"' $(NODE_DIR)/node_modules/playwright-core/package.json; then \
+		echo ">> installing playwright-core $(PLAYWRIGHT_VERSION) into $(NODE_DIR) (npm, about 10 s)"; \
+		mkdir -p $(NODE_DIR) && cd $(NODE_DIR) && \
+		npm install --no-audit --no-fund --silent --no-save 'playwright-core@$(PLAYWRIGHT_VERSION)'; \
 	fi
 
 lint: $(VENV)/.dev-installed

@@ -115,10 +115,19 @@ def test_scrubbing_processors_name_faithtrace_s_real_content_attributes(otelcol:
     actions = otelcol["processors"]["attributes/drop-content"]["actions"]
     assert all(a["action"] == "delete" for a in actions)
     keys = {a["key"] for a in actions if "key" in a}
-    assert keys == {names.INPUT_VALUE, names.OUTPUT_VALUE, names.GEN_AI_RETRIEVAL_QUERY_TEXT}
-    (pattern,) = [a["pattern"] for a in actions if "pattern" in a]
-    assert re.fullmatch(pattern, names.RETRIEVAL_DOCUMENT_CONTENT.format(index=7))
-    assert not re.fullmatch(pattern, names.CONTEXTS_COUNT)
+    assert keys == {
+        names.INPUT_VALUE,
+        names.OUTPUT_VALUE,
+        names.GEN_AI_INPUT_MESSAGES,
+        names.GEN_AI_OUTPUT_MESSAGES,
+    }
+    documents, messages = [a["pattern"] for a in actions if "pattern" in a]
+    assert re.fullmatch(documents, names.RETRIEVAL_DOCUMENT_CONTENT.format(index=7))
+    assert re.fullmatch(messages, names.LLM_INPUT_MESSAGE_CONTENT.format(index=3))
+    assert re.fullmatch(messages, names.LLM_OUTPUT_MESSAGE_CONTENT.format(index=0))
+    for pattern in (documents, messages):
+        assert not re.fullmatch(pattern, names.CONTEXTS_COUNT)
+        assert not re.fullmatch(pattern, names.LLM_INPUT_MESSAGE_ROLE.format(index=0))
 
     statements = [
         s

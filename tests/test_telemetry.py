@@ -5,6 +5,7 @@ faithtrace sets up itself (Prometheus /metrics, OTLP) when the app has none."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -33,16 +34,8 @@ _ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True
 
 def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake_judge: Any) -> None:
     # Every step on the judge (claims, verdicts, reason), so each kind of telemetry shows up.
-    ft.configure(judge=fake_judge.settings(), scoring=_ALL_STEPS_ON_THE_JUDGE)
-
-    @trace_faithfulness(name="support-bot")
-    def answer(question: str, contexts: list[str]) -> str:
-        return ANSWER
-
-    answer(QUESTION, [CONTEXT])
-    assert ft.flush()
-    (rag,) = ft.spans("support-bot")
-    evaluation = evaluation_of(ft, rag)
+    evaluation = _score_one(ft, fake_judge, scoring=_ALL_STEPS_ON_THE_JUDGE)
+    assert evaluation is evaluation_of(ft, ft.spans("support-bot")[0])
     assert evaluation.kind is SpanKind.INTERNAL
     assert evaluation.status.status_code is StatusCode.UNSET
 
@@ -57,6 +50,19 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
     assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
     assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
+    # Readable without clicks in UIs that show OpenInference input/output (Phoenix's list row and Info tab).
+    assert attrs.pop(n.INPUT_VALUE) == ANSWER
+    assert attrs.pop(n.OUTPUT_MIME_TYPE) == "application/json"
+    output = json.loads(attrs.pop(n.OUTPUT_VALUE))
+    assert output["score"] == pytest.approx(1 / 3)
+    assert (output["label"], output["outcome"], output["threshold"]) == ("fail", "scored", 0.7)
+    assert output["reason"] == REASON_TEXT
+    assert [(c["claim"], c["verdict"]) for c in output["claims"]] == [
+        ("Paris is the capital of France.", "yes"),
+        ("The Seine never flows through Paris.", "no"),
+        ("Paris has a famous museum.", "idk"),
+    ]
+    assert output["claims"][1]["reason"] == "checked claim 2"
     counts = [
         attrs.pop(k) for k in (n.EVAL_CLAIMS_TOTAL, n.EVAL_CLAIMS_YES, n.EVAL_CLAIMS_NO, n.EVAL_CLAIMS_IDK)
     ]
@@ -109,8 +115,93 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
         assert isinstance(call.attributes[n.GEN_AI_USAGE_INPUT_TOKENS], int)
         assert isinstance(call.attributes[n.GEN_AI_USAGE_OUTPUT_TOKENS], int)
         assert evaluation.start_time <= call.start_time < call.end_time <= evaluation.end_time
+        _assert_judge_messages(call)
     # Only our spans: the judge's HTTP calls are not traced a second time.
     assert len(ft.spans()) == 1 + 1 + 3
+
+
+def _assert_judge_messages(call: Any) -> None:
+    """The prompt and the reply, in the GenAI semconv JSON form and in OpenInference's flattened form."""
+    attrs = call.attributes
+    inputs = json.loads(attrs[n.GEN_AI_INPUT_MESSAGES])
+    assert [m["role"] for m in inputs][-1] == "user"
+    assert all(m["parts"][0]["type"] == "text" for m in inputs)
+    assert all(m["parts"][0]["content"] for m in inputs)
+    assert "strict fact-checker" in inputs[0]["parts"][0]["content"]  # faithtrace's own prompt, as sent
+    (reply,) = json.loads(attrs[n.GEN_AI_OUTPUT_MESSAGES])
+    assert reply["role"] == "assistant"
+    assert reply["finish_reason"] == "stop"
+    json.loads(reply["parts"][0]["content"])  # the judge's raw JSON reply, as received
+    assert attrs[n.OPENINFERENCE_SPAN_KIND] == "LLM"
+    for i, message in enumerate(inputs):
+        assert attrs[n.LLM_INPUT_MESSAGE_ROLE.format(index=i)] == message["role"]
+        assert attrs[n.LLM_INPUT_MESSAGE_CONTENT.format(index=i)] == message["parts"][0]["content"]
+    assert attrs[n.LLM_OUTPUT_MESSAGE_CONTENT.format(index=0)] == reply["parts"][0]["content"]
+
+
+def _score_one(ft: FaithtraceCapture, fake_judge: Any, question: str = QUESTION, **config: Any) -> Any:
+    """Configure with ``config``, score ``ANSWER`` once as "support-bot", return its evaluation span."""
+    ft.configure(judge=fake_judge.settings(), **config)
+
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(question, [CONTEXT])
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    return evaluation
+
+
+def test_judge_messages_follow_the_capture_options(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    secret = "sk-" + "a1B2c3D4" * 4
+    capture = CaptureOptions(max_attribute_chars=60, redact=lambda t: t.replace("Paris", "[city]"))
+    evaluation = _score_one(ft, fake_judge, f"{QUESTION} key={secret}", capture=capture)
+    (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    texts = [v for k, v in call.attributes.items() if k.startswith("llm.") and k.endswith(".content")]
+    assert texts
+    assert all(len(t) <= 62 for t in texts)
+    assert not any("Paris" in t or secret in t for t in texts)
+    for key in (n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES):  # valid JSON whatever the cap
+        parts = [m["parts"][0]["content"] for m in json.loads(call.attributes[key])]
+        assert all(len(p) <= 62 and "Paris" not in p for p in parts)
+    assert n.LLM_INPUT_MESSAGE_CONTENT.format(index=0) in call.attributes[n.TRUNCATED]
+    # The evaluation span's JSON output stays valid under the same cap: whole claims are dropped instead.
+    output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
+    assert len(evaluation.attributes[n.OUTPUT_VALUE]) <= 60 or output["claims"] == []
+    assert output["claims_omitted"] == 3 - len(output["claims"]) > 0
+
+
+def test_without_content_capture_no_messages_and_no_texts(ft: FaithtraceCapture, fake_judge: Any) -> None:
+    evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(content=False))
+    assert n.INPUT_VALUE not in evaluation.attributes
+    output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
+    assert [c for c in output["claims"]] == [{"verdict": "yes"}, {"verdict": "no"}, {"verdict": "idk"}]
+    assert "reason" not in output
+    for span in ft.spans():
+        assert not any(
+            k.startswith(("llm.input", "llm.output", "gen_ai.input", "gen_ai.output"))
+            for k in span.attributes
+        )
+
+
+def test_linked_placement_puts_the_evaluation_in_a_trace_of_its_own(
+    ft: FaithtraceCapture, fake_judge: Any
+) -> None:
+    evaluation = _score_one(ft, fake_judge, evaluation_placement="linked")
+    (rag,) = ft.spans("support-bot")
+    assert evaluation.parent is None
+    assert evaluation.context.trace_id != rag.context.trace_id
+    assert [link.context.span_id for link in evaluation.links] == [rag.context.span_id]
+    assert evaluation.attributes[n.EVAL_RAG_TRACE_ID] == f"{rag.context.trace_id:032x}"
+    assert evaluation.attributes[n.EVAL_RAG_SPAN_ID] == f"{rag.context.span_id:016x}"
+    calls = [
+        s for s in ft.spans() if s.context.trace_id == evaluation.context.trace_id and s is not evaluation
+    ]
+    assert calls
+    assert all(c.parent.span_id == evaluation.context.span_id for c in calls)
+    # The request's trace is the request alone: its duration is the call's, not the scoring's.
+    assert [s.name for s in ft.spans() if s.context.trace_id == rag.context.trace_id] == ["support-bot"]
 
 
 def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCapture) -> None:
@@ -136,17 +227,11 @@ def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCa
 
 
 def test_claim_events_are_capped_with_the_total_noted(ft: FaithtraceCapture, fake_judge: Any) -> None:
-    ft.configure(judge=fake_judge.settings(), capture=CaptureOptions(max_claim_events=1))
-
-    @trace_faithfulness
-    def answer(question: str, contexts: list[str]) -> str:
-        return ANSWER
-
-    answer(QUESTION, [CONTEXT])
-    assert ft.flush()
-    (evaluation,) = ft.evaluation_spans()
+    evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(max_claim_events=1))
     assert [e.name for e in evaluation.events].count(n.CLAIM_EVENT) == 1
     assert evaluation.attributes[n.EVAL_CLAIM_EVENTS_DROPPED] == 2
+    output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
+    assert (len(output["claims"]), output["claims_omitted"]) == (1, 2)  # the same cap, said the same way
     assert evaluation.attributes[n.EVAL_CLAIMS_TOTAL] == 3
 
 
@@ -173,6 +258,7 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_CALLS: Sum,
         n.METRIC_INTERNAL_ERRORS: Sum,
         n.METRIC_EXPORTER_ERRORS: Sum,
+        n.METRIC_ANNOTATIONS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
     }
     assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))
@@ -324,7 +410,27 @@ def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
         server.server_close()
 
 
-def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any) -> None:
+_PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations"}
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "expected"),
+    [
+        ({}, {"/v1/traces", "/v1/metrics"}),
+        # The receiver plays Phoenix: OTLP/HTTP traces and the REST API on one port (metrics would get a 405).
+        ({"FAITHTRACE_ANNOTATIONS": "phoenix"}, _PHOENIX_PATHS),
+        (
+            {
+                "FAITHTRACE_ANNOTATIONS": "phoenix",
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "{endpoint}/otelcol/v1/m",
+            },
+            _PHOENIX_PATHS | {"/otelcol/v1/m"},  # a Collector's, named: metrics go there
+        ),
+    ],
+)
+def test_otlp_export_from_standard_env_vars(
+    fake_judge: Any, otlp_receiver: Any, extra_env: dict[str, str], expected: set[str]
+) -> None:
     endpoint, received = otlp_receiver
     script = f"""
         import faithtrace
@@ -339,10 +445,12 @@ def test_otlp_export_from_standard_env_vars(fake_judge: Any, otlp_receiver: Any)
         faithtrace.shutdown()
         print("ok")
         """
-    out = _run(script, {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "rag-test"})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "rag-test"}
+    env.update({k: v.format(endpoint=endpoint) for k, v in extra_env.items()})
+    out = _run(script, env)
     assert out.strip() == "ok"
     paths = {path for path, size in received if size > 0}
-    assert paths == {"/v1/traces", "/v1/metrics"}
+    assert paths == expected
 
 
 def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge: Any) -> None:

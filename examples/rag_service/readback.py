@@ -144,7 +144,7 @@ def read_evaluation(span: ReadableSpan, by_id: Mapping[int, ReadableSpan], child
         trace_id=format(span.context.trace_id, "032x"),
         rag_span_id=_hex_span(parent.context.span_id) if parent is not None else None,
         function=_str(rag.get(n.FUNCTION, attrs.get(n.FUNCTION))),
-        question=_str(rag.get(n.GEN_AI_RETRIEVAL_QUERY_TEXT, rag.get(n.INPUT_VALUE))),
+        question=_str(rag.get(n.INPUT_VALUE)),
         answer=_str(rag.get(n.OUTPUT_VALUE)),
         contexts=_contexts(rag),
         outcome=_str(attrs.get(n.EVAL_OUTCOME)),

@@ -19,6 +19,7 @@ from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.options import ScoringOptions
 
 DEFAULT_PROMETHEUS_PORT = 9464  # the port OTel's Prometheus exporter documents
+DEFAULT_PHOENIX_ENDPOINT = "http://127.0.0.1:6006"  # Phoenix's own default (UI, REST API and OTLP/HTTP)
 
 
 class SamplingOptions(BaseModel):
@@ -83,6 +84,11 @@ class Settings:
     otlp_metrics_protocol: str
     prometheus_port: int | None  # None: no /metrics endpoint
     prometheus_host: str
+    metrics_exporter: str = "otlp"  # OTEL_METRICS_EXPORTER; "none": no OTLP metrics
+    evaluation_placement: str = "child"  # child of the RAG span, or "linked": a trace of its own
+    annotations: str | None = None  # "phoenix": one annotation per scored RAG span (and its trace)
+    phoenix_endpoint: str = DEFAULT_PHOENIX_ENDPOINT
+    phoenix_api_key: str | None = None
 
     @property
     def concurrency(self) -> int:
@@ -92,6 +98,16 @@ class Settings:
     @property
     def exports_otlp(self) -> bool:
         return bool(self.otlp_endpoint or self.otlp_traces_endpoint or self.otlp_metrics_endpoint)
+
+    @property
+    def pushes_metrics(self) -> bool:
+        """OTLP metrics go out: to their own endpoint, or with the traces unless those go to Phoenix (which
+        answers metrics with 405)."""
+        if self.metrics_exporter == "none":
+            return False
+        return bool(self.otlp_metrics_endpoint) or (
+            bool(self.otlp_endpoint) and self.annotations != "phoenix"
+        )
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -144,6 +160,24 @@ def _prometheus(prometheus: bool | int | None, env: Mapping[str, str] | None) ->
     raise ConfigError(f"prometheus must be a bool or a port number (0-65535), got {prometheus!r}")
 
 
+def _choice(arg: str, value: str | None, choices: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise ConfigError(f"{arg} must be one of {', '.join(choices)}, got {value!r}")
+    return value.lower()
+
+
+def _phoenix_endpoint(explicit: str | None, configured: str | None, otlp: str | None, protocol: str) -> str:
+    """Phoenix's base URL: the argument, the environment, an OTLP/HTTP endpoint, else localhost:6006."""
+    if explicit is not None and (not isinstance(explicit, str) or not explicit.strip()):
+        raise ConfigError(f"phoenix_endpoint must be a non-empty URL, got {explicit!r}")
+    url = explicit or configured
+    if not url and otlp and otlp.startswith("http") and protocol != "grpc":
+        url = otlp
+    return (url or DEFAULT_PHOENIX_ENDPOINT).strip().rstrip("/").removesuffix("/v1/traces")
+
+
 def build_settings(
     *,
     enabled: bool | None = None,
@@ -155,6 +189,9 @@ def build_settings(
     service_name: str | None = None,
     otlp_endpoint: str | None = None,
     prometheus: bool | int | None = None,
+    evaluation_placement: str | None = None,
+    annotations: str | None = None,
+    phoenix_endpoint: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Resolve every setting once. Raises ``ConfigError`` for an invalid explicit argument."""
@@ -167,6 +204,8 @@ def build_settings(
     top = _options.values("configure", env)
     otel = _options.values("otel", env)
     judge_settings = resolve_judge(judge, env)
+    sink = _choice("annotations", annotations, ("none", "phoenix"), top["annotations"])
+    base = otlp_endpoint or top["otlp_endpoint"]
     return Settings(
         enabled=_options.resolve("configure.enabled", enabled, env),
         judge=judge_settings,
@@ -175,11 +214,20 @@ def build_settings(
         capture=_resolve(CaptureOptions, "capture", capture, "capture", env),
         worker=_resolve(WorkerOptions, "worker", worker, "worker", env, local=judge_settings.is_local),
         service_name=service_name or top["service_name"],
-        otlp_endpoint=otlp_endpoint or top["otlp_endpoint"],
+        otlp_endpoint=base,
         otlp_traces_endpoint=otel["traces_endpoint"],
         otlp_metrics_endpoint=otel["metrics_endpoint"],
         otlp_traces_protocol=otel["traces_protocol"],
         otlp_metrics_protocol=otel["metrics_protocol"],
         prometheus_port=_prometheus(prometheus, env),
         prometheus_host=top["prometheus_host"],
+        metrics_exporter=otel["metrics_exporter"],
+        evaluation_placement=_choice(
+            "evaluation_placement", evaluation_placement, ("child", "linked"), top["evaluation_placement"]
+        ),
+        annotations=None if sink == "none" else sink,
+        phoenix_api_key=top["phoenix_api_key"],
+        phoenix_endpoint=_phoenix_endpoint(
+            phoenix_endpoint, top["phoenix_endpoint"], base, otel["traces_protocol"]
+        ),
     )

@@ -39,11 +39,29 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         shown_name="`configure(prometheus=True or a port)`"),
     Option("configure.prometheus_host", "Address the /metrics endpoint listens on.",
         "127.0.0.1", ("FAITHTRACE_PROMETHEUS_HOST",), shown_name="Prometheus host (environment only)"),
+    Option("configure.evaluation_placement", "child: the evaluation span is the RAG span's child, in the "
+        "request's trace (tail sampling can keep a trace for its score); linked: a trace of its own, linked "
+        "to the RAG span (request traces keep the request's duration).",
+        "child", ("FAITHTRACE_EVALUATION_PLACEMENT",), parse_lower, choices=("child", "linked")),
+    Option("configure.annotations", "phoenix: write each score as a faithfulness annotation on the RAG span "
+        "and its trace through Phoenix's REST API (its list columns, charts and annotation filters read "
+        "only those); no OTLP metrics then go to the OTLP endpoint (Phoenix rejects them) unless "
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT names one.",
+        "none", ("FAITHTRACE_ANNOTATIONS",), parse_lower, choices=("none", "phoenix"), shown_default="off"),
+    Option("configure.phoenix_endpoint", "Phoenix's base URL for annotations; unset: an OTLP/HTTP "
+        "otlp_endpoint (Phoenix serves OTLP and its REST API on one port), else http://127.0.0.1:6006. "
+        "PHOENIX_API_KEY is sent as a bearer token.",
+        env=("FAITHTRACE_PHOENIX_ENDPOINT", "PHOENIX_COLLECTOR_ENDPOINT"),
+        shown_default="the OTLP endpoint or http://127.0.0.1:6006"),
+    Option("configure.phoenix_api_key", "Sent to Phoenix as a bearer token with the annotations.",
+        env=("PHOENIX_API_KEY",), shown_name="Phoenix API key (environment only)"),
     # --- OTel exporters faithtrace sets up when the app has none ------------------------------------------
     Option("otel.traces_endpoint", "Full URL for spans, used as it is (wins over the base endpoint).",
         env=("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",)),
     Option("otel.metrics_endpoint", "Full URL for metrics, used as it is (wins over the base endpoint).",
         env=("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",)),
+    Option("otel.metrics_exporter", "none: faithtrace pushes no OTLP metrics.",
+        "otlp", ("OTEL_METRICS_EXPORTER",), parse_lower),
     Option("otel.traces_protocol", "OTLP protocol for spans.",
         "http/protobuf", ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"), parse_lower,
         choices=("http/protobuf", "grpc")),

@@ -21,6 +21,7 @@ from faithtrace import _internal
 from faithtrace._config import CaptureOptions, SamplingOptions, Settings, WorkerOptions, build_settings
 from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
+from faithtrace._telemetry import annotations as ft_annotations
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
@@ -89,6 +90,9 @@ class Runtime:
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
         self.instruments = ft_metrics.instruments_for(meter_provider)
         self.sampler = Sampler(settings.sampling)
+        self.annotations = ft_annotations.sink_for(
+            settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
+        )
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self._worker: Worker | None = None
         self._closed = False
@@ -133,7 +137,12 @@ class Runtime:
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
             self._warn_judge_failure(result.error)
         try:
-            spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture)
+            placement = self.settings.evaluation_placement
+            evaluation = spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture, placement)
+            if self.annotations is not None:
+                item = ft_annotations.annotation(job.span_context, result, evaluation, self.capture)
+                self.annotations.add(item)
+                self.annotations.add(ft_annotations.trace_annotation(item, job.span_context), "trace")
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
         except Exception as exc:
@@ -174,6 +183,8 @@ class Runtime:
         if worker is not None:
             done = worker.flush(timeout, spans_only=not evaluations)
             self._raise_kept(worker)
+        if evaluations and self.annotations is not None:
+            done = self.annotations.flush(max(0.0, deadline - time.monotonic())) and done
         providers = self.providers() if evaluations else self.providers()[:1]
         exported = setup.flush_providers(providers, deadline)
         return done and exported
@@ -190,6 +201,9 @@ class Runtime:
             closed = worker.close(deadline - reserve)
             for job in (*closed.abandoned, *closed.cancelled):
                 ft_metrics.count_outcome(job.stats, n.OUTCOME_DROPPED)
+        if self.annotations is not None:
+            reserve = min(_MAX_EXPORT_RESERVE_S, _EXPORT_SHARE * max(0.0, deadline - time.monotonic()))
+            self.annotations.close(max(0.0, deadline - reserve - time.monotonic()))
         flushed = setup.flush_providers(self.providers(), deadline)
         return ShutdownReport(
             abandoned=len(closed.abandoned),
@@ -213,6 +227,8 @@ class Runtime:
         self._lock = threading.Lock()
         self.scorer.after_fork()
         self.sampler.after_fork()
+        if self.annotations is not None:
+            self.annotations.after_fork()
 
 
 RUNTIME: Runtime | None = None
@@ -259,6 +275,9 @@ def configure(
     service_name: str | None = None,
     otlp_endpoint: str | None = None,
     prometheus: bool | int | None = None,
+    evaluation_placement: str | None = None,
+    annotations: str | None = None,
+    phoenix_endpoint: str | None = None,
 ) -> None:
     """Configure faithtrace (optional: without it, ``FAITHTRACE_*`` env vars and global providers are used).
 
@@ -280,6 +299,11 @@ def configure(
             endpoint; the other ``OTEL_EXPORTER_OTLP_*`` variables (headers, ...) apply as usual.
         prometheus: serve ``/metrics`` at this port, or at ``FAITHTRACE_PROMETHEUS_PORT`` / 9464 when
             ``True``. Needs ``faithtrace[prometheus]``.
+        evaluation_placement: ``"child"`` (the RAG span's child, in the request's trace: tail sampling can
+            keep a trace for its score) or ``"linked"`` (a trace of its own, linked to the RAG span).
+        annotations: ``"phoenix"``: each score as a ``faithfulness`` annotation on the RAG span and its trace,
+            through Phoenix's REST API.
+        phoenix_endpoint: Phoenix's base URL for those annotations.
 
     Raises:
         ConfigError: an explicit argument is invalid.
@@ -294,6 +318,9 @@ def configure(
         service_name=service_name,
         otlp_endpoint=otlp_endpoint,
         prometheus=prometheus,
+        evaluation_placement=evaluation_placement,
+        annotations=annotations,
+        phoenix_endpoint=phoenix_endpoint,
     )
     install(settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
 

@@ -100,6 +100,12 @@ def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]
     return [Observation(setup.prometheus_bind_failures, {n.EXPORTER: "prometheus"})]
 
 
+def _observe_annotations(_options: CallbackOptions) -> Iterable[Observation]:
+    from faithtrace._telemetry.annotations import counts
+
+    return [Observation(v, {n.ANNOTATION_STATUS: k}) for k, v in counts.items()]
+
+
 # Set by the runtime module: how many jobs the current worker holds (queued or running).
 queue_depth: Callable[[], int] = lambda: 0  # noqa: E731
 
@@ -166,6 +172,12 @@ class Instruments:
             [_observe_exporter_errors],
             unit="{error}",
             description="Exporters faithtrace could not set up, e.g. a Prometheus port already taken",
+        )
+        meter.create_observable_counter(
+            n.METRIC_ANNOTATIONS,
+            [_observe_annotations],
+            unit="{annotation}",
+            description="Phoenix annotations by status: sent, failed (after retries), dropped (queue full)",
         )
         meter.create_observable_gauge(
             n.METRIC_QUEUE_DEPTH,

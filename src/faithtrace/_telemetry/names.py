@@ -31,7 +31,6 @@ GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"  # "input" | "output" on the token usage histogram
-GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 ERROR_TYPE: Final = "error.type"
 
 GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
@@ -47,7 +46,19 @@ LABEL_FAIL: Final = "fail"
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 INPUT_VALUE: Final = "input.value"
 OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+MIME_JSON: Final = "application/json"
 RETRIEVAL_DOCUMENT_CONTENT: Final = "retrieval.documents.{index}.document.content"
+# Judge messages on the "chat {model}" spans: OpenInference's flattened form (Phoenix's LLM view) ...
+OPENINFERENCE_KIND_LLM: Final = "LLM"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_INPUT_MESSAGE_ROLE: Final = "llm.input_messages.{index}.message.role"
+LLM_INPUT_MESSAGE_CONTENT: Final = "llm.input_messages.{index}.message.content"
+LLM_OUTPUT_MESSAGE_ROLE: Final = "llm.output_messages.{index}.message.role"
+LLM_OUTPUT_MESSAGE_CONTENT: Final = "llm.output_messages.{index}.message.content"
+# ... and the GenAI semantic conventions' JSON form (semconv >= 1.37: role + parts, finish_reason on output).
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
 # --- faithtrace's own attributes ----------------------------------------------------------------------------
 FUNCTION: Final = "faithtrace.function"  # the decorated function's name, or name=
@@ -89,6 +100,13 @@ STEP_COST_USD: Final = "faithtrace.step.cost_usd"
 STEP_DURATION: Final = "faithtrace.step.duration_s"
 STEP_CACHED: Final = "faithtrace.step.cached"
 JUDGE_ATTEMPT: Final = "faithtrace.judge.attempt"  # on a judge call span: 1, then retries
+# On an evaluation span in its own trace (placement="linked"): the RAG span it scores, as hex ids.
+EVAL_RAG_TRACE_ID: Final = "faithtrace.evaluation.rag.trace_id"
+EVAL_RAG_SPAN_ID: Final = "faithtrace.evaluation.rag.span_id"
+
+# --- Phoenix annotations (REST, not OTel): one per scored RAG span, shown in Phoenix's list columns -
+ANNOTATION_NAME: Final = "faithfulness"
+ANNOTATOR_KIND: Final = "LLM"
 
 OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
@@ -111,11 +129,13 @@ METRIC_INTERNAL_ERRORS: Final = "faithtrace.internal_errors"  # counter: faithtr
 # Counter: exporters faithtrace could not set up (a taken Prometheus port), by faithtrace.exporter.
 METRIC_EXPORTER_ERRORS: Final = "faithtrace.exporter.setup_errors"
 EXPORTER: Final = "faithtrace.exporter"  # prometheus
+METRIC_ANNOTATIONS: Final = "faithtrace.annotations"  # counter by status: sent | failed | dropped
 
 # Metric attributes: low-cardinality only, never text.
 # scored | no_claims | no_context | error | dropped | sampled_out | capture_error
 OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
+ANNOTATION_STATUS: Final = "faithtrace.annotation.status"  # sent | failed | dropped
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"
 OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the call: nothing to score

@@ -177,7 +177,7 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         if _owned.meter_provider is not None:
             return _owned.meter_provider
         app_owned = app_has_meter_provider()
-        if not wants_prometheus and (app_owned or not settings.exports_otlp):
+        if not wants_prometheus and (app_owned or not settings.pushes_metrics):
             return None
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
@@ -186,7 +186,7 @@ def meter_provider_for(settings: Settings, explicit: Any, *, make_global: bool =
         prometheus = _prometheus_reader(settings) if wants_prometheus else None
         if prometheus is not None:
             readers.append(prometheus)
-        if settings.exports_otlp and not app_owned:
+        if settings.pushes_metrics and not app_owned:
             push = PeriodicExportingMetricReader(metric_exporter(settings))
             _owned.push_readers.append(push)
             readers.append(push)

@@ -1,21 +1,27 @@
 """Span attributes and events: the RAG span's captured texts, and the evaluation span built from a result.
 
-The evaluation span is created when scoring finishes, as a child of the RAG span with a link to it (the RAG
-span has ended by then, and the SDK drops events added to an ended span). It carries the
+The evaluation span is created when scoring finishes, with a link to the RAG span (the RAG span has ended by
+then, and the SDK drops events added to an ended span). By default it is the RAG span's child, in the
+request's trace, so tail sampling can keep a trace for its score; ``placement="linked"`` starts a trace of its
+own instead, so the request trace's duration stays the request's. It carries OpenInference ``input.value``
+(the answer) and ``output.value`` (JSON: score, label, claims with verdicts) for UIs that show those, the
 ``gen_ai.evaluation.result`` event, one event per claim (capped) and per pipeline step, and one ``chat
 {model}`` CLIENT child span per judge request, placed at the request's real start time and duration.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from faithtrace._capture import Captured
 from faithtrace._secrets import export_text
 from faithtrace._telemetry import names as n
+from faithtrace._telemetry.messages import message_attributes
 from faithtrace.judge.calls import LLMCall
 from faithtrace.scoring.models import FaithfulnessResult
 
@@ -65,7 +71,7 @@ def _provider(model: str) -> str | None:
     return model.split("/", 1)[0] if "/" in model else None
 
 
-def _call_span(tracer: Tracer, parent: trace.Span, call: LLMCall) -> None:
+def _call_span(tracer: Tracer, parent: trace.Span, call: LLMCall, options: CaptureOptions) -> None:
     attrs: Attributes = {
         n.GEN_AI_OPERATION_NAME: n.JUDGE_OPERATION,
         n.GEN_AI_REQUEST_MODEL: call.model,
@@ -87,6 +93,11 @@ def _call_span(tracer: Tracer, parent: trace.Span, call: LLMCall) -> None:
         attrs[n.STEP_COST_USD] = call.cost_usd
     if call.error_type:
         attrs[n.ERROR_TYPE] = call.error_type
+    if options.content:
+        export = _Exporter(options)
+        attrs.update(message_attributes(call, export))
+        if export.truncated:
+            attrs[n.TRUNCATED] = sorted(set(export.truncated))
     span = tracer.start_span(
         f"{n.JUDGE_OPERATION} {call.model}",
         context=trace.set_span_in_context(parent),
@@ -134,22 +145,82 @@ def evaluation_attributes(job: Job, result: FaithfulnessResult, started_ns: int)
     return attrs
 
 
+def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, export: _Exporter) -> str:
+    """``output.value``: score, label and claims with verdicts as JSON, kept valid under the size cap."""
+    doc: dict[str, Any] = {
+        "score": result.score,
+        "label": result.label,
+        "outcome": result.outcome.value,
+        "threshold": result.threshold,
+    }
+    if result.reason and options.content:
+        doc["reason"] = export(n.OUTPUT_VALUE, result.reason)
+    if result.error is not None:
+        doc["error"] = result.error.type
+    claims: list[dict[str, Any]] = []
+    for claim in result.claims[: options.max_claim_events]:
+        item: dict[str, Any] = {"verdict": claim.verdict}
+        if options.content:
+            item["claim"] = export(n.OUTPUT_VALUE, claim.text)
+            if claim.reason:
+                item["reason"] = export(n.OUTPUT_VALUE, claim.reason)
+        claims.append(item)
+    doc["claims"] = claims
+
+    def dump() -> str:
+        if len(result.claims) > len(claims):
+            doc["claims_omitted"] = len(result.claims) - len(claims)
+        return json.dumps(doc, ensure_ascii=False)
+
+    text = dump()
+    # Cutting the JSON would make it unreadable: drop whole claims from the end instead, and say how many.
+    while len(text) > options.max_attribute_chars and claims:
+        claims.pop()
+        text = dump()
+    return text
+
+
+def _placement(job: Job, placement: str) -> tuple[otel_context.Context, Attributes]:
+    if placement == "linked":
+        # A trace of its own (an empty context: no ambient parent), found from the RAG span through the link
+        # and through these ids, which Jaeger's tag search can match.
+        rag = job.span_context
+        ids = {n.EVAL_RAG_TRACE_ID: f"{rag.trace_id:032x}", n.EVAL_RAG_SPAN_ID: f"{rag.span_id:016x}"}
+        return otel_context.Context(), ids
+    return trace.set_span_in_context(NonRecordingSpan(job.span_context)), {}
+
+
 def emit_evaluation(
-    tracer: Tracer, job: Job, result: FaithfulnessResult, started_ns: int, options: CaptureOptions
-) -> None:
-    """The evaluation span of ``result``, with its events and judge-call child spans (worker thread)."""
+    tracer: Tracer,
+    job: Job,
+    result: FaithfulnessResult,
+    started_ns: int,
+    options: CaptureOptions,
+    placement: str = "child",
+) -> trace.SpanContext:
+    """The evaluation span of ``result``, with its events and judge-call child spans (worker thread).
+
+    Returns the evaluation span's context (for the annotation that points back to it).
+    """
     export = _Exporter(options)
     first_call = min((c.start_time_ns for c in result.calls), default=started_ns)
+    attributes = evaluation_attributes(job, result, started_ns)
+    parent, extra = _placement(job, placement)
+    attributes.update(extra)
+    if options.content:
+        attributes[n.INPUT_VALUE] = export(n.INPUT_VALUE, job.answer)
+    attributes[n.OUTPUT_VALUE] = evaluation_output(result, options, export)
+    attributes[n.OUTPUT_MIME_TYPE] = n.MIME_JSON
     span = tracer.start_span(
         n.EVALUATION_SPAN,
-        context=trace.set_span_in_context(NonRecordingSpan(job.span_context)),
+        context=parent,
         kind=SpanKind.INTERNAL,
         links=[Link(job.span_context)],
-        attributes=evaluation_attributes(job, result, started_ns),
+        attributes=attributes,
         start_time=min(started_ns, first_call),
     )
     for call in result.calls:
-        _call_span(tracer, span, call)
+        _call_span(tracer, span, call, options)
 
     event: Attributes = {n.GEN_AI_EVALUATION_NAME: n.EVALUATION_NAME_FAITHFULNESS}
     if result.score is not None:
@@ -194,3 +265,4 @@ def emit_evaluation(
         message, _ = export_text(result.error.message, 500, options.scrub_secrets, None)
         span.set_status(Status(StatusCode.ERROR, f"{result.error.type}: {message}"))
     span.end()
+    return span.get_span_context()

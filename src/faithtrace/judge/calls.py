@@ -25,3 +25,7 @@ class LLMCall(BaseModel):
     response_id: str | None = None
     finish_reason: str | None = None
     error_type: str | None = None  # set when this attempt failed (and was retried or gave up)
+    # The prompt as (role, content) pairs and the raw reply: exported on the call's span only when content
+    # capture is on, capped and scrubbed there. They reference texts the evaluation holds anyway.
+    input_messages: tuple[tuple[str, str], ...] = ()
+    output_text: str | None = None

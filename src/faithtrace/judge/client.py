@@ -307,6 +307,7 @@ class Judge:
                     start_time_ns=start_ns,
                     duration_s=time.perf_counter() - t0,
                     error_type=etype,
+                    input_messages=_pairs(messages),
                 )
             )
             if mode != "json_object" and _reply.rejects_format(exc):
@@ -334,9 +335,15 @@ class Judge:
                 cost_usd=None if ep.local else _reply.cost(lm, response),
                 response_id=getattr(response, "id", None),
                 finish_reason=finish_reason,
+                input_messages=_pairs(messages),
+                output_text=raw,
             )
         )
         return raw, finish_reason
+
+
+def _pairs(messages: list[Message]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(m.get("role", "")), str(m.get("content") or "")) for m in messages)
 
 
 def _isolated(coro: Coroutine[Any, Any, T_co]) -> asyncio.Task[T_co]:
