@@ -83,6 +83,8 @@ class Settings:
     otlp_metrics_protocol: str
     prometheus_port: int | None  # None: no /metrics endpoint
     prometheus_host: str
+    # scoring="remote": the decorator records the texts on its span for `faithtrace serve` and scores nothing.
+    remote: bool = False
 
     @property
     def concurrency(self) -> int:
@@ -131,6 +133,15 @@ def resolve_judge(judge: str | JudgeSettings | None, env: Mapping[str, str] | No
     raise ConfigError(f"judge: expected None, a model string or JudgeSettings, got {type(judge).__name__}")
 
 
+SCORING_MODES = ("in_process", "remote")
+
+
+def _remote(scoring: ScoringOptions | str | None, env: Mapping[str, str] | None) -> bool:
+    """scoring="remote" / "in_process", else ``FAITHTRACE_SCORING``."""
+    mode = _options.resolve("configure.scoring", scoring if isinstance(scoring, str) else None, env)
+    return bool(mode == "remote")
+
+
 def _prometheus(prometheus: bool | int | None, env: Mapping[str, str] | None) -> int | None:
     port: int | None = _options.env_values("configure", env).get("prometheus_port")
     if prometheus is None:
@@ -148,7 +159,7 @@ def build_settings(
     *,
     enabled: bool | None = None,
     judge: str | JudgeSettings | None = None,
-    scoring: ScoringOptions | None = None,
+    scoring: ScoringOptions | str | None = None,
     sampling: SamplingOptions | None = None,
     capture: CaptureOptions | None = None,
     worker: WorkerOptions | None = None,
@@ -170,7 +181,9 @@ def build_settings(
     return Settings(
         enabled=_options.resolve("configure.enabled", enabled, env),
         judge=judge_settings,
-        scoring=_resolve(ScoringOptions, "scoring", scoring, "scoring", env),
+        scoring=_resolve(
+            ScoringOptions, "scoring", None if isinstance(scoring, str) else scoring, "scoring", env
+        ),
         sampling=_resolve(SamplingOptions, "sampling", sampling, "sampling", env),
         capture=_resolve(CaptureOptions, "capture", capture, "capture", env),
         worker=_resolve(WorkerOptions, "worker", worker, "worker", env, local=judge_settings.is_local),
@@ -182,4 +195,5 @@ def build_settings(
         otlp_metrics_protocol=otel["metrics_protocol"],
         prometheus_port=_prometheus(prometheus, env),
         prometheus_host=top["prometheus_host"],
+        remote=_remote(scoring, env),
     )
