@@ -8,6 +8,8 @@
 Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions
 from faithtrace._decorator import trace_faithfulness
 from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
@@ -26,6 +28,19 @@ from faithtrace.scoring.models import (
     VerdictCounts,
 )
 from faithtrace.scoring.options import ScoringOptions
+
+if TYPE_CHECKING:
+    from faithtrace.sources.processor import score_openinference
+
+
+def __getattr__(name: str) -> Any:
+    # score_openinference brings the OTel SDK's span processor classes: imported on first use, not with us.
+    if name == "score_openinference":
+        from faithtrace.sources.processor import score_openinference
+
+        return score_openinference
+    raise AttributeError(f"module 'faithtrace' has no attribute {name!r}")
+
 
 __all__ = [
     "CaptureOptions",
@@ -51,6 +66,7 @@ __all__ = [
     "configure",
     "evaluate",
     "flush",
+    "score_openinference",
     "shutdown",
     "trace_faithfulness",
 ]

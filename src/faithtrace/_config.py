@@ -89,6 +89,8 @@ class Settings:
     annotations: str | None = None  # "phoenix": one annotation per scored RAG span (and its trace)
     phoenix_endpoint: str = DEFAULT_PHOENIX_ENDPOINT
     phoenix_api_key: str | None = None
+    # scoring="remote": the decorator records the texts on its span for `faithtrace serve` and scores nothing.
+    remote: bool = False
 
     @property
     def concurrency(self) -> int:
@@ -147,6 +149,15 @@ def resolve_judge(judge: str | JudgeSettings | None, env: Mapping[str, str] | No
     raise ConfigError(f"judge: expected None, a model string or JudgeSettings, got {type(judge).__name__}")
 
 
+SCORING_MODES = ("in_process", "remote")
+
+
+def _remote(scoring: ScoringOptions | str | None, env: Mapping[str, str] | None) -> bool:
+    """scoring="remote" / "in_process", else ``FAITHTRACE_SCORING``."""
+    mode = _options.resolve("configure.scoring", scoring if isinstance(scoring, str) else None, env)
+    return bool(mode == "remote")
+
+
 def _prometheus(prometheus: bool | int | None, env: Mapping[str, str] | None) -> int | None:
     port: int | None = _options.env_values("configure", env).get("prometheus_port")
     if prometheus is None:
@@ -182,7 +193,7 @@ def build_settings(
     *,
     enabled: bool | None = None,
     judge: str | JudgeSettings | None = None,
-    scoring: ScoringOptions | None = None,
+    scoring: ScoringOptions | str | None = None,
     sampling: SamplingOptions | None = None,
     capture: CaptureOptions | None = None,
     worker: WorkerOptions | None = None,
@@ -209,7 +220,9 @@ def build_settings(
     return Settings(
         enabled=_options.resolve("configure.enabled", enabled, env),
         judge=judge_settings,
-        scoring=_resolve(ScoringOptions, "scoring", scoring, "scoring", env),
+        scoring=_resolve(
+            ScoringOptions, "scoring", None if isinstance(scoring, str) else scoring, "scoring", env
+        ),
         sampling=_resolve(SamplingOptions, "sampling", sampling, "sampling", env),
         capture=_resolve(CaptureOptions, "capture", capture, "capture", env),
         worker=_resolve(WorkerOptions, "worker", worker, "worker", env, local=judge_settings.is_local),
@@ -230,4 +243,5 @@ def build_settings(
         phoenix_endpoint=_phoenix_endpoint(
             phoenix_endpoint, top["phoenix_endpoint"], base, otel["traces_protocol"]
         ),
+        remote=_remote(scoring, env),
     )

@@ -37,6 +37,10 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "configure(prometheus=True) uses it or 9464. Needs faithtrace[prometheus].",
         env=("FAITHTRACE_PROMETHEUS_PORT",), parse=int, ge=0, le=65535, shown_default="off",
         shown_name="`configure(prometheus=True or a port)`"),
+    Option("configure.scoring", "in_process scores in the app; remote records the texts on the RAG span "
+        "for `faithtrace serve` and scores nothing in the app (configure(scoring=\"remote\")).",
+        "in_process", ("FAITHTRACE_SCORING",), parse_lower, choices=("in_process", "remote"),
+        shown_name="`configure(scoring=\"remote\")`"),
     Option("configure.prometheus_host", "Address the /metrics endpoint listens on.",
         "127.0.0.1", ("FAITHTRACE_PROMETHEUS_HOST",), shown_name="Prometheus host (environment only)"),
     Option("configure.evaluation_placement", "child: the evaluation span is the RAG span's child, in the "

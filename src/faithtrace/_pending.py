@@ -30,6 +30,7 @@ from faithtrace._telemetry.metrics import FunctionStats, count_outcome
 
 if TYPE_CHECKING:
     from faithtrace._config import CaptureOptions
+    from faithtrace.scoring.options import ScoringOptions
 
 
 class Job(NamedTuple):
@@ -71,22 +72,29 @@ class PendingSpan:
         self.span.end(end_time=self.end_ns or None)
 
     # --- worker (or host, when the worker cannot take it) --------------------------------------------------
-    def finish(self, capture: CaptureOptions, offer: Offer) -> None:
+    def finish(self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None = None) -> None:
         """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
-        under pytest."""
+        under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
+        cut to those scoring limits, and nothing is queued."""
         try:
-            self._attributes_and_job(capture, offer)
+            self._attributes_and_job(capture, offer, remote)
         except Exception as exc:
             _internal.internal_error("finishing a span", exc)
         finally:
             self.span.end(end_time=self.end_ns)
 
-    def _attributes_and_job(self, capture: CaptureOptions, offer: Offer) -> None:
+    def _attributes_and_job(
+        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None
+    ) -> None:
         span, stats, captured = self.span, self.stats, self.captured
         if captured is None:
             self._not_scored(self.problem)
             return
         recording = span.is_recording()
+        if remote is not None:
+            if recording:
+                span.set_attributes(spans.remote_attributes(captured, stats.name, capture, remote))
+            return
         attrs = spans.rag_attributes(captured, stats.name, capture) if recording else {}
         if captured.answer is None:
             problem = "no answer found in the return value: pass answer="

@@ -94,6 +94,8 @@ class Runtime:
             settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
         )
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
+        # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
+        self._remote = settings.scoring if settings.remote else None
         self._worker: Worker | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -103,18 +105,18 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse)
+            pending.finish(self.capture, _refuse, self._remote)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer)
+            pending.finish(self.capture, worker.offer, self._remote)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
-                capture = self.capture
+                capture, remote = self.capture, self._remote
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
-                    pending.finish(capture, offer)
+                    pending.finish(capture, offer, remote)
 
                 self._worker = Worker(
                     finish,
@@ -124,6 +126,15 @@ class Runtime:
                     inbox_size=_INBOX_SIZE,
                 )
             return self._worker
+
+    def submit(self, job: Job) -> bool:
+        """Queue an evaluation that did not come from the decorator (``score_openinference``); False (and
+        counted as dropped) when the queue is full or the runtime is closed."""
+        worker = self._worker or self._start_worker()
+        if worker is not None and worker.offer(job):
+            return True
+        ft_metrics.count_outcome(job.stats, n.OUTCOME_DROPPED)
+        return False
 
     def depth(self) -> int:
         worker = self._worker
@@ -266,7 +277,7 @@ def configure(
     *,
     enabled: bool | None = None,
     judge: str | JudgeSettings | None = None,
-    scoring: ScoringOptions | None = None,
+    scoring: ScoringOptions | str | None = None,
     sampling: SamplingOptions | None = None,
     capture: CaptureOptions | None = None,
     worker: WorkerOptions | None = None,
@@ -288,7 +299,9 @@ def configure(
     Args:
         enabled: ``False`` makes ``@trace_faithfulness`` a pass-through.
         judge: a litellm model string or ``JudgeSettings``; by default the embedded local judge.
-        scoring: ``ScoringOptions`` (threshold, idk policy, checks, size caps).
+        scoring: ``ScoringOptions`` (threshold, idk policy, checks, size caps), or ``"remote"``: record the
+            texts on the RAG span for ``faithtrace serve`` and score nothing in this process
+            (``"in_process"``, the default, scores here; ``FAITHTRACE_SCORING``).
         sampling: ``SamplingOptions`` (ratio, rate limit, hourly budgets).
         capture: ``CaptureOptions`` (content switch, redaction hook, size caps).
         worker: ``WorkerOptions`` (queue size, timeouts).

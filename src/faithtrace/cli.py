@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--json", action="store_true", help="print the full result as JSON")
     _add_scoring_args(sc)
 
+    sv = sub.add_parser("serve", help="score RAG traces received over OTLP (gRPC and HTTP)")
+    from faithtrace.serve.main import add_arguments
+
+    add_arguments(sv)
+
     jd = sub.add_parser("judge", help="the embedded local judge")
     jd.add_argument("action", choices=["serve", "stop", "status"])
     jd.add_argument("--port", type=int, help="serve: port on 127.0.0.1 (default: a free one)")
@@ -198,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "score":
             return _cmd_score(args, out)
+        if args.command == "serve":
+            from faithtrace.serve.main import run
+
+            return run(args)
         return _cmd_judge(args, out)
     except ConfigError as exc:
         out.error(f"faithtrace: {exc}")

@@ -64,17 +64,22 @@ def _sum(observations: dict[Key, int | float]) -> list[Observation]:
     return [Observation(value, dict(key)) for key, value in observations.items()]
 
 
-def _observe_calls(_options: CallbackOptions) -> Iterable[Observation]:
+StatsSource = Callable[[], list[FunctionStats]]
+
+
+def _observe_calls(_options: CallbackOptions, source: StatsSource = _all_stats) -> Iterable[Observation]:
     totals: dict[Key, int | float] = {}
-    for stats in _all_stats():
+    for stats in source():
         key: Key = ((n.FUNCTION, stats.name),)
         totals[key] = totals.get(key, 0) + stats.calls
     return _sum(totals)
 
 
-def _observe_evaluations(_options: CallbackOptions) -> Iterable[Observation]:
+def _observe_evaluations(
+    _options: CallbackOptions, source: StatsSource = _all_stats
+) -> Iterable[Observation]:
     totals: dict[Key, int | float] = {}
-    for stats in _all_stats():
+    for stats in source():
         for (outcome, label), count in list(stats.outcomes.items()):
             key: Key = ((n.FUNCTION, stats.name), (n.OUTCOME, outcome))
             if label is not None:
@@ -115,9 +120,13 @@ def _observe_queue(_options: CallbackOptions) -> Iterable[Observation]:
 
 
 class Instruments:
-    """The instruments of one meter provider (created once per provider, however often configure() runs)."""
+    """The instruments of one meter provider (created once per provider, however often configure() runs).
 
-    def __init__(self, meter: Meter) -> None:
+    ``stats`` limits the observed counters to some functions' stats (``faithtrace serve`` keeps one set per
+    app); ``process`` adds the instruments that describe this process (calls, internal errors, queue depth),
+    which a scorer exporting on an app's behalf must not report as the app's."""
+
+    def __init__(self, meter: Meter, stats: StatsSource | None = None, *, process: bool = True) -> None:
         self.score = meter.create_histogram(
             n.METRIC_SCORE,
             unit="1",
@@ -152,12 +161,15 @@ class Instruments:
             description="Duration of judge requests",
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
+        source = stats or _all_stats
         meter.create_observable_counter(
             n.METRIC_EVALUATIONS,
-            [_observe_evaluations],
+            [lambda options: _observe_evaluations(options, source)],
             unit="{evaluation}",
             description="Decorated calls by evaluation outcome (incl. dropped and sampled_out)",
         )
+        if not process:
+            return
         meter.create_observable_counter(
             n.METRIC_CALLS, [_observe_calls], unit="{call}", description="Decorated calls that returned"
         )

@@ -65,7 +65,9 @@ FUNCTION: Final = "faithtrace.function"  # the decorated function's name, or nam
 CAPTURE_ERROR: Final = "faithtrace.capture.error"  # capture failed; the host call still succeeded
 CONTEXTS_COUNT: Final = "faithtrace.contexts.count"
 TRUNCATED: Final = "faithtrace.truncated"  # names of attributes cut to the size cap
-SAMPLED: Final = "faithtrace.sampled"  # whether this call was queued for scoring
+SAMPLED: Final = "faithtrace.sampled"
+# On a RAG span recorded with scoring="remote": its texts are for `faithtrace serve` to score.
+SCORING_REMOTE: Final = "faithtrace.scoring.remote"
 # Why a call was not scored: ratio, parent, rate_limit, budget, queue_full.
 SAMPLING_REASON: Final = "faithtrace.sampling.reason"
 # The sampler's reasons are faithtrace._sampling.Reason labels; this one is the worker's.
@@ -110,6 +112,9 @@ ANNOTATOR_KIND: Final = "LLM"
 
 OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
+OPENINFERENCE_KIND_RETRIEVER: Final = "RETRIEVER"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
 
 # --- metrics (OTel names; Prometheus replaces dots with underscores and adds unit/type suffixes) -
 METRIC_SCORE: Final = "faithtrace.evaluation.score"  # histogram, unit 1

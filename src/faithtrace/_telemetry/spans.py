@@ -28,6 +28,7 @@ from faithtrace.scoring.models import FaithfulnessResult
 if TYPE_CHECKING:
     from faithtrace._config import CaptureOptions
     from faithtrace._pending import Job
+    from faithtrace.scoring.options import ScoringOptions
 
 Attributes = dict[str, Any]
 
@@ -65,6 +66,25 @@ def rag_attributes(captured: Captured, function: str, options: CaptureOptions) -
     if export.truncated:
         attrs[n.TRUNCATED] = export.truncated
     return attrs
+
+
+def remote_attributes(
+    captured: Captured, function: str, options: CaptureOptions, scoring: ScoringOptions
+) -> Attributes:
+    """The RAG span's attributes for ``faithtrace serve``: the texts cut to what scoring reads (not to the
+    display cap), marked for remote scoring. Secret scrubbing and ``redact`` still apply (the scorer sees
+    what leaves the process); with ``content=False`` no text leaves, and the scorer counts the span as
+    incomplete."""
+    limit = min(1_000_000, max(scoring.max_answer_chars, scoring.max_context_chars) + 1)
+    wide = options.model_copy(update={"max_attribute_chars": limit, "max_documents": _REMOTE_MAX_DOCUMENTS})
+    attrs = rag_attributes(captured, function, wide)
+    attrs[n.SCORING_REMOTE] = True
+    attrs[n.SAMPLED] = True
+    return attrs
+
+
+# The SDK keeps 128 attributes per span by default; documents are bounded in characters by the scoring limits.
+_REMOTE_MAX_DOCUMENTS = 100
 
 
 def _provider(model: str) -> str | None:

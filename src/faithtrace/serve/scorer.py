@@ -1,0 +1,366 @@
+"""The scorer behind the receivers: admission, idempotence, trace assembly, scoring and honest answers.
+
+One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
+accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
+carry OpenInference retriever spans are held until their trace resolves: the root span arrives (usually in
+the same or the next request) or the trace settles for ``settle_s``. The Collector's timeout must exceed
+``settle_s`` plus one evaluation. Everything else is answered at once.
+
+Load is refused before any work is admitted (``Saturated``: HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo),
+and so is a transient judge failure (rate limit, timeout, judge down): the Collector keeps the batch and
+retries it. A finished item is remembered by (trace id, span id) in a bounded window, and a re-sent item
+still running joins the running evaluation: the load balancer re-sends whole batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from faithtrace import _internal
+from faithtrace._config import Settings
+from faithtrace._pending import Job
+from faithtrace._telemetry import spans
+from faithtrace.judge._reply import RETRYABLE
+from faithtrace.scoring.models import FaithfulnessResult
+from faithtrace.scoring.scorer import Scorer as ScoringScorer
+from faithtrace.serve.apps import Apps
+from faithtrace.serve.otlp import scan
+from faithtrace.sources.assemble import Assembler, Resolved
+from faithtrace.sources.spans import (
+    FAITHTRACE_REMOTE,
+    OWN,
+    RETRIEVER,
+    Convention,
+    RagItem,
+    cut,
+    self_contained,
+    watched_keys,
+)
+
+_TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
+ResourceKey = tuple[tuple[str, Any], ...]
+
+
+class Saturated(Exception):
+    """Too much work admitted: retry after ``retry_after_s`` (429 / RESOURCE_EXHAUSTED with RetryInfo)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(Exception):
+    """Shutting down, or results could not be exported: retryable (503 / UNAVAILABLE), never for load."""
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    requests_skipped: int = 0  # no watched key anywhere in the body, no trace waiting: spans not scanned
+    spans: int = 0  # spans in decoded requests
+    rag_items: int = 0
+    scored: int = 0
+    duplicates: int = 0
+    incomplete: int = 0  # RAG spans or traces without the needed attributes: skipped
+    invalid_ids: int = 0
+    rejected_saturated: int = 0
+    bad_requests: int = 0
+    judge_retry: int = 0  # transient judge failures answered "retry later"
+    export_failures: int = 0
+    evicted_traces: int = 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    concurrency: int = 4
+    max_pending: int = 32  # RAG items and traces admitted and not finished
+    settle_s: float = 2.0
+    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see README)
+    max_traces: int = 10_000
+    max_bytes: int = 64 << 20
+    retry_after_s: float = 2.0
+    dedupe_window: int = 100_000
+
+
+class Scorer:
+    def __init__(
+        self,
+        settings: Settings,
+        apps: Apps,
+        limits: Limits,
+        conventions: tuple[Convention, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.limits = limits
+        self.apps = apps
+        self.conventions = (FAITHTRACE_REMOTE, *conventions)
+        self.watched = watched_keys(self.conventions)
+        self._markers = [key.encode() for key in self.watched]
+        self.scoring = ScoringScorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
+        self.counters = Counters()
+        self.assembler = Assembler(
+            settle_s=limits.settle_s, max_traces=limits.max_traces, max_bytes=limits.max_bytes
+        )
+        self.closing = False
+        self._sem: asyncio.Semaphore | None = None
+        self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
+        self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
+        self._waiters: dict[int, asyncio.Future[str]] = {}  # OpenInference traces not resolved yet
+        self._trace_resource: dict[int, tuple[ResourceKey, dict[str, Any]]] = {}
+        self._tasks: set[asyncio.Task[str]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self.requests_open = 0
+
+    def stats(self) -> dict[str, Any]:
+        return {**asdict(self.counters), "pending": self.load(), "requests_open": self.requests_open}
+
+    def _known(self, ident: tuple[int, int]) -> bool:
+        return ident in self._done or ident in self._inflight
+
+    def load(self) -> int:
+        return len(self._inflight) + len(self._waiters)
+
+    # --- one request ---------------------------------------------------------------------------------------
+    async def export_raw(self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest]) -> None:
+        """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
+        no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
+        is still decoded (about 1 µs per span), so that malformed input gets its clear error."""
+        if self.closing:
+            raise Unavailable("shutting down")
+        request = parse(body)
+        if not self.assembler.pending() and not any(m in body for m in self._markers):
+            self.counters.requests += 1
+            self.counters.requests_skipped += 1
+            self.counters.spans += sum(
+                len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
+            )
+            return
+        await self.export(request)
+
+    async def export(self, request: ExportTraceServiceRequest) -> None:
+        """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
+        Unavailable."""
+        if self.closing:
+            raise Unavailable("shutting down")
+        self.counters.requests += 1
+        found = scan(request, self.watched, self.conventions)
+        self.counters.spans += found.spans
+        if not found.views and not found.roots:
+            return
+        loop = asyncio.get_running_loop()
+        own: list[tuple[ResourceKey, RagItem]] = []
+        oi = []
+        for key, view in found.views:
+            if not view.trace_id or not view.span_id:
+                self.counters.invalid_ids += 1
+            elif view.role == OWN:
+                convention = next(c for c in self.conventions if c.marker in view.attrs)
+                item = self_contained(view, convention, max_documents=100)
+                if item is None:
+                    self.counters.incomplete += 1
+                else:
+                    own.append((key, item))
+            elif not self.assembler.was_resolved(view.trace_id):
+                oi.append((key, view))
+        fresh = [i for _, i in own if not self._known((i.trace_id, i.span_id))]
+        new_traces = {v.trace_id for _, v in oi if v.role == RETRIEVER and v.trace_id not in self._waiters}
+        if fresh or new_traces:
+            over = self.load() > 0 and self.load() + len(fresh) + len(new_traces) > self.limits.max_pending
+            if over or self.assembler.is_full(len(new_traces)):
+                self.counters.rejected_saturated += 1
+                raise Saturated(
+                    f"{self.load()} evaluations pending (max {self.limits.max_pending})",
+                    self.limits.retry_after_s,
+                )
+        self.requests_open += 1
+        try:
+            waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
+            if partial:
+                # Traces still missing their root: wait a little for the rest, then let the request go (its
+                # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
+                # processor) would otherwise never send the root while this request waits.
+                await asyncio.wait(partial, timeout=self.limits.hold_s)
+                waits += [w for w in partial if w.done()]
+            if waits:
+                results = await asyncio.gather(*waits)
+                if "retry" in results:
+                    raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
+                if "failed" in results:
+                    raise Unavailable("the results could not be exported")
+        finally:
+            self.requests_open -= 1
+
+    def _admit(
+        self,
+        own: list[tuple[ResourceKey, RagItem]],
+        oi: list[tuple[ResourceKey, Any]],
+        roots: list[tuple[int, int]],
+        resources: dict[ResourceKey, dict[str, Any]],
+        now: float,
+    ) -> tuple[list[asyncio.Future[str]], list[asyncio.Future[str]]]:
+        """Feed the assembler and start the scoring; returns what the request waits for: in full, and for
+        at most ``hold_s`` (traces not resolved yet)."""
+        waits: list[asyncio.Future[str]] = []
+        resolved: list[Resolved] = []
+        for key, view in oi:
+            self._trace_resource.setdefault(view.trace_id, (key, resources[key]))
+            resolved += self.assembler.add(view, now)
+        for trace_id, span_id in roots:
+            self.assembler.root_seen(trace_id, span_id)
+        touched = {v.trace_id for _, v in oi}
+        for trace_id in touched:
+            if self.assembler.has_retriever(trace_id):
+                waiter = self._waiters.get(trace_id)
+                if waiter is None:
+                    waiter = self._waiters[trace_id] = asyncio.get_running_loop().create_future()
+                waits.append(waiter)
+        resolved += self.assembler.due(now)
+        self._dispatch(resolved)
+        partial = [w for w in waits if not w.done() and w in self._waiters.values()]
+        waits = [w for w in waits if w not in partial]
+        for key, item in own:
+            waits.append(self._start(key, resources[key], item))
+        self._arm_timer()
+        return waits, partial
+
+    # --- OpenInference traces ------------------------------------------------------------------------------
+    def _dispatch(self, resolved: list[Resolved]) -> None:
+        self.counters.evicted_traces = self.assembler.evicted
+        for trace_id, item in resolved:
+            waiter = self._waiters.pop(trace_id, None)
+            where = self._trace_resource.pop(trace_id, None)
+            if item is None or where is None:
+                self.counters.incomplete += 1
+                if waiter is not None and not waiter.done():
+                    waiter.set_result("ok")
+                continue
+            future = self._start(where[0], where[1], item)
+            if waiter is not None:
+                _chain(future, waiter)
+        # Traces that left the assembler without a result (not RAG after all, or scored in the app).
+        for trace_id in [t for t in self._waiters if not self.assembler.tracks(t)]:
+            waiter = self._waiters.pop(trace_id)
+            if not waiter.done():
+                waiter.set_result("ok")
+
+    def _arm_timer(self) -> None:
+        deadline = self.assembler.next_deadline()
+        if deadline is None or self._timer is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(deadline + 0.01, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        self._dispatch(self.assembler.due(loop.time()))
+        for trace_id in [t for t in self._trace_resource if not self.assembler.tracks(t)]:
+            del self._trace_resource[trace_id]
+        self._arm_timer()
+
+    # --- scoring one item ----------------------------------------------------------------------------------
+    def _start(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> asyncio.Future[str]:
+        loop = asyncio.get_running_loop()
+        ident = (item.trace_id, item.span_id)
+        if ident in self._done:
+            self.counters.duplicates += 1
+            done: asyncio.Future[str] = loop.create_future()
+            done.set_result("ok")
+            return done
+        running = self._inflight.get(ident)
+        if running is not None:
+            self.counters.duplicates += 1
+            return running
+        self.counters.rag_items += 1
+        future: asyncio.Future[str] = loop.create_future()
+        self._inflight[ident] = future
+        task = loop.create_task(self._score(key, resource, item))
+        self._tasks.add(task)
+
+        def finished(t: asyncio.Task[str]) -> None:
+            self._tasks.discard(t)
+            self._inflight.pop(ident, None)
+            outcome = "failed" if t.cancelled() or t.exception() is not None else t.result()
+            if t.exception() is not None:
+                _internal.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
+            if outcome == "ok":
+                self._remember(ident)
+            else:
+                self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
+            if not future.done():
+                future.set_result(outcome)
+
+        task.add_done_callback(finished)
+        return future
+
+    def _remember(self, ident: tuple[int, int]) -> None:
+        self._done[ident] = None
+        while len(self._done) > self.limits.dedupe_window:
+            self._done.popitem(last=False)
+
+    async def _score(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> str:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.limits.concurrency)
+        scoring = self.settings.scoring
+        item = cut(item, scoring.max_answer_chars, scoring.max_context_chars)
+        app = self.apps.get(key, resource)
+        stats = app.stats_for(item.function)
+        job = Job(
+            SpanContext(item.trace_id, item.span_id, True, TraceFlags(TraceFlags.SAMPLED)),
+            stats,
+            item.query,
+            item.contexts,
+            item.answer,
+            time.time_ns(),
+            time.monotonic(),
+        )
+        async with self._sem:
+            started_ns = time.time_ns()
+            result = await self.scoring.score(job.query, job.contexts, job.answer)
+        if _transient(result):
+            self.counters.judge_retry += 1
+            return "retry"
+        capture = self.settings.capture
+        emitted = app.collect(lambda tracer: spans.emit_evaluation(tracer, job, result, started_ns, capture))
+        app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
+        if not await asyncio.to_thread(app.export, emitted):
+            self.counters.export_failures += 1
+            return "failed"
+        self.counters.scored += 1
+        return "ok"
+
+    # --- shutdown ------------------------------------------------------------------------------------------
+    async def drain(self, timeout_s: float) -> None:
+        """Stop taking requests, resolve held traces, finish running evaluations within ``timeout_s``."""
+        self.closing = True
+        loop = asyncio.get_running_loop()
+        self._dispatch(self.assembler.due(loop.time(), everything=True))
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.apps.close)
+
+
+def _transient(result: FaithfulnessResult) -> bool:
+    return result.error is not None and result.error.type in _TRANSIENT
+
+
+def _chain(source: asyncio.Future[str], target: asyncio.Future[str]) -> None:
+    def copy(f: asyncio.Future[str]) -> None:
+        if not target.done():
+            target.set_result(f.result() if not f.cancelled() else "failed")
+
+    source.add_done_callback(copy)

@@ -1,0 +1,175 @@
+"""``score_openinference()``: score a LlamaIndex / LangChain app from the OpenInference spans it emits.
+
+A span processor on the app's tracer provider hands each ended span to the trace assembler (a dict lookup
+for a span that is not OpenInference), and queues each assembled trace on faithtrace's worker like a
+decorated call. The evaluation span joins the app's own trace as a child of the span that holds the question
+and answer; the texts are not copied onto it (they are already on the app's spans).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from faithtrace import _internal, _runtime
+from faithtrace._errors import ConfigError
+from faithtrace._pending import Job
+from faithtrace._telemetry import names as n
+from faithtrace._telemetry.metrics import FunctionStats, register
+from faithtrace.sources.assemble import Assembler, Resolved
+from faithtrace.sources.spans import SpanView, cut, role_of
+
+_MAX_FUNCTIONS: Final = 256  # distinct root span names counted as functions (metrics cardinality)
+
+
+class OpenInferenceProcessor(SpanProcessor):
+    """Assembles the app's OpenInference traces and queues them for scoring. Never raises into the app."""
+
+    def __init__(self, *, settle_s: float = 2.0, max_traces: int = 2000, max_bytes: int = 32 << 20) -> None:
+        self._lock = threading.Lock()
+        self._assembler = Assembler(settle_s=settle_s, max_traces=max_traces, max_bytes=max_bytes)
+        self._stats: dict[str, FunctionStats] = {}
+        self._wake = threading.Event()
+        self._closed = False
+        self._ticker: threading.Thread | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            self._on_end(span)
+        except Exception as exc:
+            _internal.internal_error("assembling an OpenInference trace", exc)
+
+    def _on_end(self, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        ctx = span.context
+        if ctx is None or self._closed:
+            return
+        parent = span.parent.span_id if span.parent is not None else 0
+        if n.OPENINFERENCE_SPAN_KIND not in attrs and n.FUNCTION not in attrs:
+            # Not OpenInference: only a root span of a trace we follow matters (it ends the trace).
+            if not parent and self._assembler.tracks(ctx.trace_id):
+                with self._lock:
+                    self._assembler.root_seen(ctx.trace_id, ctx.span_id)
+                    resolved = self._assembler.due(time.monotonic())
+                self._submit(resolved)
+            return
+        role = role_of(attrs, parent, ())
+        if role is None:
+            return
+        view = SpanView(ctx.trace_id, ctx.span_id, parent, span.name, role, attrs, span.start_time or 0)
+        with self._lock:
+            resolved = self._assembler.add(view, time.monotonic())
+            resolved += self._assembler.due(time.monotonic())
+            pending = self._assembler.pending()
+        self._submit(resolved)
+        if pending:
+            self._start_ticker()
+
+    def _submit(self, resolved: list[Resolved]) -> None:
+        if not resolved:
+            return
+        rt = _runtime.current()
+        for _trace_id, item in resolved:
+            if item is None or not rt.enabled:
+                continue
+            scoring = rt.settings.scoring
+            item = cut(item, scoring.max_answer_chars, scoring.max_context_chars)
+            stats = self._stats_for(item.function)
+            reason = rt.sampler.decide()
+            if reason > 0:
+                stats.sampled_out[reason] += 1
+                continue
+            span_context = SpanContext(item.trace_id, item.span_id, True, TraceFlags(TraceFlags.SAMPLED))
+            job = Job(
+                span_context, stats, item.query, item.contexts, item.answer, time.time_ns(), time.monotonic()
+            )
+            rt.submit(job)
+
+    def _stats_for(self, function: str) -> FunctionStats:
+        stats = self._stats.get(function)
+        if stats is None:
+            if len(self._stats) >= _MAX_FUNCTIONS:
+                function = "other"
+                stats = self._stats.get(function)
+            if stats is None:
+                stats = self._stats[function] = register(FunctionStats(function))
+        return stats
+
+    # --- settling: traces whose root is outside the instrumentation resolve after settle_s ---------------
+    def _start_ticker(self) -> None:
+        if self._ticker is None or not self._ticker.is_alive():
+            with self._lock:
+                if self._ticker is None or not self._ticker.is_alive():
+                    self._ticker = threading.Thread(
+                        target=self._tick, name="faithtrace-assemble", daemon=True
+                    )
+                    self._ticker.start()
+
+    def _tick(self) -> None:
+        interval = max(0.05, min(1.0, self._assembler.settle_s / 4))
+        while not self._closed:
+            self._wake.wait(interval)
+            with self._lock:
+                resolved = self._assembler.due(time.monotonic())
+                idle = not self._assembler.pending()
+            try:
+                self._submit(resolved)
+            except Exception as exc:
+                _internal.internal_error("scoring an OpenInference trace", exc)
+            if idle:
+                return
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Resolve every trace held so far (the app is flushing: whatever came is all that comes)."""
+        with self._lock:
+            resolved = self._assembler.due(time.monotonic(), everything=True)
+        self._submit(resolved)
+        return True
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        self._closed = True
+        self._wake.set()
+
+
+_installed: weakref.WeakKeyDictionary[Any, OpenInferenceProcessor] = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def score_openinference(tracer_provider: Any = None, *, settle_s: float = 2.0) -> OpenInferenceProcessor:
+    """Score the RAG traces an OpenInference-instrumented app (LlamaIndex, LangChain) already emits.
+
+    One call after the app's instrumentation is set up: each trace's RETRIEVER documents and the question and
+    answer of its root (or enclosing CHAIN) span are scored like a decorated call (same judge, sampling,
+    worker and telemetry), and the ``evaluate faithfulness`` span joins the app's trace. Calling it again
+    for the same provider returns the processor already installed.
+
+    Args:
+        tracer_provider: an SDK ``TracerProvider``; defaults to the global one.
+        settle_s: a trace whose root span is not seen is scored this long after its last span.
+
+    Raises:
+        ConfigError: the provider is not an OpenTelemetry SDK tracer provider.
+    """
+    provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+    if not hasattr(provider, "add_span_processor"):
+        raise ConfigError(
+            "score_openinference() needs an OpenTelemetry SDK TracerProvider (set one up, or pass it)"
+        )
+    with _install_lock:
+        found = _installed.get(provider)
+        if found is None:
+            found = OpenInferenceProcessor(settle_s=settle_s)
+            provider.add_span_processor(found)
+            _installed[provider] = found
+        return found

@@ -1,0 +1,161 @@
+"""A real `faithtrace serve` process on loopback, and an OTLP/gRPC trace sink that reads its results back."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+
+class Sink(trace_service_pb2_grpc.TraceServiceServicer):
+    """What the scorer exported: every span with its resource attributes."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.spans: list[tuple[dict[str, Any], Any]] = []
+        self.fail = False
+        self.port = 0
+        self.metrics: MetricSink | None = None
+
+    def Export(self, request: Any, context: Any) -> Any:
+        if self.fail:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "scripted sink failure")
+        with self.lock:
+            for rs in request.resource_spans:
+                resource = {kv.key: kv.value.string_value for kv in rs.resource.attributes}
+                for ss in rs.scope_spans:
+                    self.spans.extend((resource, span) for span in ss.spans)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def evaluations(self) -> list[tuple[dict[str, Any], Any]]:
+        with self.lock:
+            return [(r, s) for r, s in self.spans if s.name == "evaluate faithfulness"]
+
+    def wait(self, count: int, timeout: float = 20.0) -> list[tuple[dict[str, Any], Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.evaluations()
+            if len(found) >= count:
+                return found
+            time.sleep(0.05)
+        return self.evaluations()
+
+
+class MetricSink(metrics_service_pb2_grpc.MetricsServiceServicer):
+    """Metric data points the scorer exported: (resource attributes, metric name, point attributes, value)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.points: list[tuple[dict[str, Any], str, dict[str, Any]]] = []
+
+    def Export(self, request: Any, context: Any) -> Any:
+        with self.lock:
+            for rm in request.resource_metrics:
+                resource = {kv.key: kv.value.string_value for kv in rm.resource.attributes}
+                for sm in rm.scope_metrics:
+                    for metric in sm.metrics:
+                        kind = metric.WhichOneof("data")
+                        for point in getattr(metric, kind).data_points:
+                            attrs = {kv.key: kv.value.string_value for kv in point.attributes}
+                            self.points.append((resource, metric.name, attrs))
+        return metrics_service_pb2.ExportMetricsServiceResponse()
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    s = Sink()
+    s.metrics = MetricSink()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(s, server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(s.metrics, server)
+    s.port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield s
+    finally:
+        server.stop(0)
+
+
+class Serve:
+    def __init__(self, proc: subprocess.Popen[str], info: dict[str, Any], log: Path) -> None:
+        self.proc = proc
+        self.grpc_port = int(info["grpc_port"])
+        self.http_port = int(info["http_port"])
+        self.log = log
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def stats(self) -> dict[str, Any]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.http + "/stats", timeout=5) as r:
+            return dict(json.loads(r.read()))
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def run_serve(tmp_path: Path, judge_base: str, sink_port: int, *args: str, **env: str) -> Iterator[Serve]:
+    ready = tmp_path / f"ready-{time.monotonic_ns()}.json"
+    log = tmp_path / "serve.log"
+    environ = {
+        **os.environ,
+        "FAITHTRACE_JUDGE_MODEL": "openai/fake-judge",
+        "FAITHTRACE_JUDGE_API_BASE": judge_base + "/v1",
+        "FAITHTRACE_JUDGE_API_KEY": "x",
+        "FAITHTRACE_JUDGE_MAX_RETRIES": "0",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        **env,
+    }
+    cmd = [sys.executable, "-m", "faithtrace.cli", "serve", "--grpc-port", "0", "--http-port", "0"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*cmd, "--ready-file", str(ready), *args],
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    serve = None
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"faithtrace serve did not start:\n{log.read_text()}")
+            time.sleep(0.05)
+        time.sleep(0.05)
+        serve = Serve(proc, json.loads(ready.read_text()), log)
+        yield serve
+    finally:
+        if serve is not None:
+            serve.stop()
+        elif proc.poll() is None:
+            proc.kill()
+            proc.wait(5)

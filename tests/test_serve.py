@@ -1,0 +1,441 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
+"""`faithtrace serve` end to end on loopback: real OTel SDK exporters in, a real OTLP/gRPC sink out, the
+scripted judge of `_fake_judge` (its replies parsed on the real path)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+
+import faithtrace
+from _fake_judge import FakeJudge, fake_judge  # noqa: F401
+from _serve_fixtures import Sink, run_serve, sink  # noqa: F401
+
+pytestmark = pytest.mark.timeout(120)
+
+DOCS = ["The Eiffel Tower is in Paris.", "It opened in 1889."]
+ANSWER = "The Eiffel Tower is in Paris. It opened in 1889."
+
+
+def _provider(exporter: SpanExporter, service: str) -> TracerProvider:
+    tp = TracerProvider(resource=Resource.create({"service.name": service}))
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    return tp
+
+
+def _attrs(span: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        v = kv.value
+        out[kv.key] = getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
+    return out
+
+
+def _openinference_trace(tp: TracerProvider, question: str, answer: str, docs: list[str]) -> tuple[int, int]:
+    """A LlamaIndex-shaped trace: a CHAIN root with input/output, a RETRIEVER child with documents."""
+    tracer = tp.get_tracer("openinference.instrumentation.llama_index")
+    with tracer.start_as_current_span("RetrieverQueryEngine.query") as root:
+        root.set_attribute("openinference.span.kind", "CHAIN")
+        root.set_attribute("input.value", question)
+        with tracer.start_as_current_span("VectorIndexRetriever.retrieve") as retriever:
+            retriever.set_attribute("openinference.span.kind", "RETRIEVER")
+            retriever.set_attribute("input.value", question)
+            for i, doc in enumerate(docs):
+                retriever.set_attribute(f"retrieval.documents.{i}.document.content", doc)
+                retriever.set_attribute(f"retrieval.documents.{i}.document.id", f"doc-{i}")
+        root.set_attribute("output.value", answer)
+        ctx = root.get_span_context()
+    return ctx.trace_id, ctx.span_id
+
+
+def test_remote_decorator_over_grpc_is_scored_once_with_the_apps_identity(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        tp = _provider(GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True), "shop-app")
+        faithtrace.configure(scoring="remote", tracer_provider=tp, judge=fake_judge.settings())
+        try:
+
+            @faithtrace.trace_faithfulness(contexts="docs")
+            def answer(question: str, docs: list[str]) -> str:
+                return ANSWER
+
+            assert answer("Where is the Eiffel Tower?", DOCS) == ANSWER
+            faithtrace.flush(10)
+            tp.force_flush()
+        finally:
+            faithtrace.shutdown(5)
+        found = sink.wait(1)
+        assert len(found) == 1
+        resource, span = found[0]
+        assert resource["service.name"] == "shop-app"  # the app's, not the scorer's
+        attrs = _attrs(span)
+        assert attrs["faithtrace.function"].endswith("answer")
+        assert attrs["gen_ai.evaluation.score.value"] == 1.0
+        events = [e.name for e in span.events]
+        assert "gen_ai.evaluation.result" in events
+        assert "faithtrace.claim" in events
+        assert fake_judge.requests, "the scorer called the judge"
+        stats = serve.stats()
+        assert stats["scored"] == 1
+        assert stats["rag_items"] == 1
+        # The RAG span itself was not scored in the app: the only judge traffic came from the scorer.
+        rag = [s for _r, s in sink.spans if s.name == "evaluate faithfulness"]
+        assert rag[0].parent_span_id  # a child of the app's RAG span
+
+
+def test_openinference_trace_across_http_requests_is_assembled(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "5") as serve:
+        # SimpleSpanProcessor: each span is its own OTLP/HTTP request (retriever first, root later).
+        tp = _provider(HttpExporter(endpoint=f"{serve.http}/v1/traces"), "llama-app")
+        trace_id, root_id = _openinference_trace(tp, "Where is the Eiffel Tower?", ANSWER, DOCS)
+        found = sink.wait(1)
+        assert len(found) == 1
+        resource, span = found[0]
+        assert resource["service.name"] == "llama-app"
+        assert int.from_bytes(span.trace_id, "big") == trace_id
+        assert int.from_bytes(span.parent_span_id, "big") == root_id
+        assert _attrs(span)["faithtrace.function"] == "RetrieverQueryEngine.query"
+        assert serve.stats()["requests"] >= 2
+
+
+def test_json_encoded_values_and_resent_batches(tmp_path: Path, fake_judge: FakeJudge, sink: Sink) -> None:
+    """OTLP/JSON in; a LangChain-style JSON input.value; the same batch re-sent is not scored twice."""
+    trace_id, root, retr = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "eee19b7ec3c1b173"
+    kv = lambda k, v: {"key": k, "value": {"stringValue": v}}  # noqa: E731
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [kv("service.name", "chain-app")]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": trace_id,
+                                "spanId": retr,
+                                "parentSpanId": root,
+                                "name": "retriever",
+                                "startTimeUnixNano": "1",
+                                "attributes": [
+                                    kv("openinference.span.kind", "RETRIEVER"),
+                                    kv("retrieval.documents.0.document.content", DOCS[0]),
+                                    kv("retrieval.documents.1.document.content", DOCS[1]),
+                                ],
+                            },
+                            {
+                                "traceId": trace_id,
+                                "spanId": root,
+                                "name": "RetrievalQA",
+                                "attributes": [
+                                    kv("openinference.span.kind", "CHAIN"),
+                                    kv("input.value", json.dumps({"query": "Where is it?"})),
+                                    kv("input.mime_type", "application/json"),
+                                    kv("output.value", json.dumps({"result": ANSWER})),
+                                    kv("output.mime_type", "application/json"),
+                                ],
+                            },
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        for _ in range(2):
+            req = urllib.request.Request(
+                serve.http + "/v1/traces", json.dumps(body).encode(), {"content-type": "application/json"}
+            )
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert r.status == 200
+        found = sink.wait(1)
+        time.sleep(0.3)
+        assert len(sink.evaluations()) == 1
+        assert _attrs(found[0][1])["gen_ai.evaluation.score.value"] == 1.0
+        sent = json.dumps(fake_judge.requests)
+        assert "opened in 1889" in sent
+        assert "result" not in sent
+
+
+def test_malformed_input_gets_a_clear_error_and_non_rag_spans_cost_no_judge_call(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--max-request-bytes", "100000") as serve:
+        for ctype, body, status in [
+            ("application/x-protobuf", b"\xff\xff\xff garbage", 400),
+            ("application/json", b"{not json", 400),
+            ("text/plain", b"hello", 415),
+            ("application/x-protobuf", b"\x00" * 200_000, 413),
+        ]:
+            req = urllib.request.Request(serve.http + "/v1/traces", body, {"content-type": ctype})
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(req, timeout=10)
+            assert info.value.code == status
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as rpc:
+            export(b"\xff\xff\xff garbage", timeout=10)
+        assert rpc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        channel.close()
+        # 200 plain spans (an HTTP handler's, an LLM call's): answered at once, nothing scored.
+        tp = _provider(GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True), "plain-app")
+        tracer = tp.get_tracer("app")
+        for i in range(200):
+            with tracer.start_as_current_span(f"GET /items/{i}") as s:
+                s.set_attribute("http.route", "/items/{id}")
+        # A RAG-marked span lacking its texts is skipped and counted, not an error.
+        with tracer.start_as_current_span("answer") as s:
+            s.set_attribute("faithtrace.scoring.remote", True)
+            s.set_attribute("faithtrace.function", "answer")
+        tp.shutdown()
+        stats = serve.stats()
+        assert stats["spans"] == 201
+        assert stats["rag_items"] == 0
+        assert stats["incomplete"] == 1
+        assert stats["bad_requests"] == 4
+        with urllib.request.urlopen(serve.http + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert "# TYPE faithtrace_serve_pending gauge" in text
+        assert "faithtrace_serve_bad_requests_total 4" in text
+        assert fake_judge.requests == []
+        assert serve.stop() == 0
+
+
+def _raw_request(trace_id: int, span_id: int) -> bytes:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", "busy-app"
+    span = rs.scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = (
+        trace_id.to_bytes(16, "big"),
+        span_id.to_bytes(8, "big"),
+        "answer",
+    )
+    for key, value in [
+        ("faithtrace.scoring.remote", None),
+        ("faithtrace.function", "answer"),
+        ("input.value", "Where?"),
+        ("output.value", ANSWER),
+        ("retrieval.documents.0.document.content", DOCS[0]),
+    ]:
+        a = span.attributes.add()
+        a.key = key
+        if value is None:
+            a.value.bool_value = True
+        else:
+            a.value.string_value = value
+    return req.SerializeToString()
+
+
+def test_saturation_is_retryable_and_the_sdk_exporter_delivers_after_retrying(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    import threading
+
+    fake_judge.hang()
+    args = ("--concurrency", "1", "--max-pending", "1", "--retry-after", "1")
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
+        # The first request holds the only slot (its judge call hangs)...
+        first = threading.Thread(
+            target=lambda: urllib.request.urlopen(
+                urllib.request.Request(
+                    serve.http + "/v1/traces", _raw_request(1, 1), {"content-type": "application/x-protobuf"}
+                ),
+                timeout=60,
+            )
+        )
+        first.start()
+        deadline = time.monotonic() + 10
+        while serve.stats()["pending"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # ... so HTTP gets 429 + Retry-After, gRPC RESOURCE_EXHAUSTED with RetryInfo.
+        req = urllib.request.Request(
+            serve.http + "/v1/traces", _raw_request(2, 2), {"content-type": "application/x-protobuf"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req, timeout=10)
+        assert info.value.code == 429
+        assert info.value.headers["Retry-After"] == "1"
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as rpc:
+            export(_raw_request(3, 3), timeout=10)
+        assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        details = dict(rpc.value.trailing_metadata())["grpc-status-details-bin"]
+        from google.rpc import error_details_pb2, status_pb2
+
+        status = status_pb2.Status.FromString(details)
+        info_ = error_details_pb2.RetryInfo()
+        assert status.details[0].Unpack(info_)
+        assert info_.retry_delay.seconds == 1
+        channel.close()
+        # The SDK's gRPC exporter retries on RetryInfo; once the judge answers, its batch is delivered.
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True, timeout=30)
+        tp = _provider(exporter, "busy-app")
+        tracer = tp.get_tracer("app")
+        done = threading.Event()
+
+        def send() -> None:
+            with tracer.start_as_current_span("answer") as s:
+                s.set_attributes(
+                    {
+                        "faithtrace.scoring.remote": True,
+                        "faithtrace.function": "answer",
+                        "output.value": ANSWER,
+                        "retrieval.documents.0.document.content": " ".join(DOCS),
+                    }
+                )
+            done.set()
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        time.sleep(1.5)
+        assert serve.stats()["rejected_saturated"] >= 3  # the SDK's first try was refused too
+        fake_judge.mode = "ok"
+        fake_judge.release.set()
+        first.join(60)
+        sender.join(60)
+        assert done.is_set()
+        found = sink.wait(2, timeout=30)
+        assert {_attrs(s)["faithtrace.function"] for _r, s in found} == {"answer"}
+        assert len(found) == 2  # the first request's (after its judge was released) and the retried one
+        tp.shutdown()
+
+
+def test_metrics_carry_the_apps_service_and_function_and_sigterm_finishes_work(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    import threading
+
+    fake_judge.hang()
+    args = ("--instance-id", "scorer-7", "--shutdown-timeout", "20")
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
+        answered: list[int] = []
+
+        def post() -> None:
+            req = urllib.request.Request(
+                serve.http + "/v1/traces", _raw_request(9, 9), {"content-type": "application/x-protobuf"}
+            )
+            with urllib.request.urlopen(req, timeout=60) as r:
+                answered.append(r.status)
+
+        client = threading.Thread(target=post)
+        client.start()
+        deadline = time.monotonic() + 10
+        while serve.stats()["pending"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # SIGTERM with an evaluation in flight: it finishes (the judge answers), the request is answered OK,
+        # then the process exits 0 and its metrics are flushed on the way out.
+        serve.proc.send_signal(15)
+        time.sleep(0.5)
+        fake_judge.mode = "ok"
+        fake_judge.release.set()
+        client.join(60)
+        assert answered == [200]
+        assert serve.proc.wait(30) == 0
+    assert len(sink.evaluations()) == 1
+    assert sink.metrics is not None
+    points = [p for p in sink.metrics.points if p[1] == "faithtrace.evaluation.score"]
+    assert points, "the score histogram was exported"
+    resource, _name, attrs = points[-1]
+    assert resource["service.name"] == "busy-app"  # the app's service, not the scorer's
+    assert resource["service.instance.id"] == "scorer-7"  # one series per replica
+    assert attrs["faithtrace.function"] == "answer"
+    names = {p[1] for p in sink.metrics.points}
+    assert "faithtrace.calls" not in names  # the app counts its own calls
+
+
+def test_an_export_failure_is_not_acknowledged(tmp_path: Path, fake_judge: FakeJudge, sink: Sink) -> None:
+    sink.fail = True  # the downstream Collector refuses the results
+    with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        req = urllib.request.Request(
+            serve.http + "/v1/traces", _raw_request(7, 7), {"content-type": "application/x-protobuf"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req, timeout=30)
+        assert info.value.code == 503  # retryable: the Collector keeps the batch
+        sink.fail = False
+        with urllib.request.urlopen(req, timeout=30) as r:  # the retry is scored again and delivered
+            assert r.status == 200
+        assert len(sink.wait(1)) == 1
+        assert serve.stats()["export_failures"] == 1
+
+
+def test_a_failing_judge_is_answered_retry_later_and_scored_on_the_retry(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    fake_judge.fail(503)
+    with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as rpc:
+            export(_raw_request(5, 5), timeout=30)
+        assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # with RetryInfo: the Collector retries
+        assert "grpc-status-details-bin" in dict(rpc.value.trailing_metadata())
+        assert sink.evaluations() == []  # no error result was emitted for a judge that was merely down
+        fake_judge.mode = "ok"
+        assert export(_raw_request(5, 5), timeout=30) == b""  # an empty ExportTraceServiceResponse
+        assert len(sink.wait(1)) == 1
+        assert serve.stats()["judge_retry"] == 1
+        channel.close()
+
+
+def test_gzip_bodies_and_oversized_grpc_messages(tmp_path: Path, fake_judge: FakeJudge, sink: Sink) -> None:
+    import gzip
+
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--max-request-bytes", "50000") as serve:
+        headers = {"content-type": "application/x-protobuf", "content-encoding": "gzip"}
+        req = urllib.request.Request(serve.http + "/v1/traces", gzip.compress(_raw_request(6, 6)), headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+        assert len(sink.wait(1)) == 1
+        bomb = gzip.compress(b"\x00" * 5_000_000)  # 5 KB that inflates past the cap
+        req = urllib.request.Request(serve.http + "/v1/traces", bomb, headers)
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req, timeout=30)
+        assert info.value.code == 413
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as rpc:
+            export(b"\x0a" + b"\x00" * 60_000, timeout=10)
+        assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "grpc-status-details-bin" not in dict(rpc.value.trailing_metadata() or ())  # permanent
+        channel.close()
+        assert serve.proc.poll() is None  # still serving
+
+
+def test_the_ack_comes_after_the_results_were_exported(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    """A whole OpenInference trace in one gRPC batch: when the SDK's export returns OK, the evaluation is
+    already in the sink (the answer waited for scoring and for the downstream export)."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        tp = TracerProvider(resource=Resource.create({"service.name": "batch-app"}))
+        tp.add_span_processor(
+            BatchSpanProcessor(
+                GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True, timeout=30)
+            )
+        )
+        trace_ids = {_openinference_trace(tp, f"Question {i}?", ANSWER, DOCS)[0] for i in range(3)}
+        assert tp.force_flush(30_000)
+        exported = {int.from_bytes(s.trace_id, "big") for _r, s in sink.evaluations()}
+        assert exported == trace_ids  # no waiting: the OK meant "scored and handed on"
+        tp.shutdown()
+        assert serve.stats()["scored"] == 3

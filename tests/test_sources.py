@@ -1,0 +1,167 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
+"""Trace assembly (shared by `faithtrace serve` and `score_openinference`) and the decorator's remote mode."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import faithtrace
+from _fake_judge import FakeJudge, fake_judge  # noqa: F401
+from faithtrace import ConfigError
+from faithtrace._config import build_settings
+from faithtrace.sources.assemble import Assembler
+from faithtrace.sources.spans import (
+    CHAIN,
+    OWNED,
+    RETRIEVER,
+    Convention,
+    SpanView,
+    oi_text,
+    role_of,
+    self_contained,
+)
+
+
+def _retriever(trace: int, span: int, parent: int, *docs: str) -> SpanView:
+    attrs = {f"retrieval.documents.{i}.document.content": d for i, d in enumerate(docs)}
+    return SpanView(trace, span, parent, "retrieve", RETRIEVER, attrs, span)
+
+
+def _chain(trace: int, span: int, parent: int, q: str, a: str, name: str = "query") -> SpanView:
+    return SpanView(trace, span, parent, name, CHAIN, {"input.value": q, "output.value": a}, span)
+
+
+def _asm(**kw: float) -> Assembler:
+    return Assembler(
+        settle_s=kw.get("settle_s", 2.0), max_traces=int(kw.get("max_traces", 100)), max_bytes=1 << 20
+    )
+
+
+def test_a_trace_resolves_when_its_root_arrives_in_any_order() -> None:
+    asm = _asm()
+    asm.add(_chain(1, 10, 0, "Q?", "A."), 0.0)  # root first (unusual, but possible across batches)
+    assert asm.due(0.1) == []  # no retriever yet: not RAG so far
+    asm.add(_retriever(1, 11, 10, "doc one", "doc two"), 0.2)
+    asm.root_seen(1, 10)
+    [(trace_id, item)] = asm.due(0.3)
+    assert trace_id == 1
+    assert item is not None
+    assert (item.span_id, item.query, item.answer, item.contexts) == (10, "Q?", "A.", ("doc one", "doc two"))
+    # Late or re-sent spans of a resolved trace are ignored.
+    asm.add(_retriever(1, 11, 10, "doc one"), 0.4)
+    assert asm.due(10.0) == []
+
+
+def test_root_outside_the_instrumentation_uses_the_enclosing_chain_after_settling() -> None:
+    asm = _asm(settle_s=1.0)
+    asm.add(_retriever(2, 21, 20, "d"), 0.0)
+    asm.add(_chain(2, 22, 20, "inner q", "inner a", "synthesize"), 0.0)  # a sibling: not an ancestor
+    asm.add(_chain(2, 20, 5, "outer q", "outer a", "RetrievalQA"), 0.1)  # parent 5 = an HTTP span
+    assert asm.due(0.5) == []  # still settling
+    [(_, item)] = asm.due(1.2)
+    assert item is not None
+    assert (item.function, item.query) == ("RetrievalQA", "outer q")
+
+
+def test_a_rag_trace_without_question_or_answer_is_reported_incomplete() -> None:
+    asm = _asm(settle_s=0.5)
+    asm.add(_retriever(3, 31, 30, "d"), 0.0)
+    assert asm.due(1.0) == [(3, None)]
+
+
+def test_traces_scored_by_the_decorator_are_left_alone() -> None:
+    asm = _asm()
+    asm.add(_retriever(4, 41, 40, "d"), 0.0)
+    asm.add(SpanView(4, 40, 0, "answer", OWNED, {"faithtrace.function": "answer"}, 0), 0.0)
+    assert asm.due(0.0) == []
+
+
+def test_memory_is_bounded_in_traces_and_the_oldest_resolves_early() -> None:
+    asm = _asm(max_traces=3)
+    for t in range(1, 6):
+        asm.add(_retriever(t, t * 10 + 1, t * 10, "x" * 100), float(t))
+    assert asm.pending() == 3
+    assert asm.evicted == 2
+    assert asm.is_full(1)
+
+
+def test_re_sent_spans_do_not_duplicate_documents() -> None:
+    asm = _asm()
+    for _ in range(3):
+        asm.add(_retriever(5, 51, 50, "only once"), 0.0)
+    asm.add(_chain(5, 50, 0, "q", "a"), 0.0)
+    [(_, item)] = asm.due(0.0)
+    assert item is not None
+    assert item.contexts == ("only once",)
+
+
+def test_json_values_are_unwrapped() -> None:
+    attrs = {
+        "input.value": json.dumps({"question": "Where?", "chat_history": []}),
+        "input.mime_type": "application/json",
+        "output.value": json.dumps({"output": {"answer": "There."}}),
+        "output.mime_type": "application/json",
+    }
+    assert oi_text(attrs, "input.value", "input.mime_type") == "Where?"
+    assert oi_text(attrs, "output.value", "output.mime_type") == "There."
+    assert oi_text({"input.value": "{not json"}, "input.value", "input.mime_type") == "{not json"
+
+
+def test_roles_and_a_custom_convention() -> None:
+    mine = Convention(
+        name="mine", marker="rag.answer", query=("rag.q",), answer=("rag.answer",), documents="rag.docs"
+    )
+    attrs = {"rag.answer": "A.", "rag.q": "Q?", "rag.docs": ["d1", "d2"]}
+    assert role_of(attrs, 0, (mine,)) == "own"
+    item = self_contained(SpanView(1, 2, 0, "handler", "own", attrs, 0), mine, 10)
+    assert item is not None
+    assert (item.function, item.query, item.contexts, item.source) == ("handler", "Q?", ("d1", "d2"), "mine")
+    assert role_of({"http.route": "/"}, 0, (mine,)) is None
+    assert role_of({"openinference.span.kind": "LLM"}, 5, ()) is None  # no input/output: nothing to keep
+    assert (
+        role_of({"openinference.span.kind": "EMBEDDING", "input.value": "x", "output.value": "y"}, 5, ())
+        is None
+    )
+
+
+def test_scoring_mode_from_argument_and_env() -> None:
+    assert build_settings(scoring="remote", environ={}).remote
+    assert not build_settings(environ={}).remote
+    assert build_settings(environ={"FAITHTRACE_SCORING": "remote"}).remote
+    assert not build_settings(scoring="in_process", environ={"FAITHTRACE_SCORING": "remote"}).remote
+    assert not build_settings(environ={"FAITHTRACE_SCORING": "bogus"}).remote  # warns, keeps the default
+    with pytest.raises(ConfigError):
+        build_settings(scoring="elsewhere", environ={})
+
+
+def test_remote_mode_records_the_texts_and_scores_nothing_in_process(fake_judge: FakeJudge) -> None:
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    long_doc = "The Eiffel Tower is in Paris. " * 300  # beyond the 4096-character display cap
+    faithtrace.configure(
+        scoring="remote", tracer_provider=tp, judge=fake_judge.settings(), capture=faithtrace.CaptureOptions()
+    )
+    try:
+
+        @faithtrace.trace_faithfulness(contexts="docs")
+        def answer(question: str, docs: list[str]) -> str:
+            return "It is in Paris."
+
+        assert answer("Where?", [long_doc, "second"]) == "It is in Paris."
+        assert faithtrace.flush(10)
+    finally:
+        faithtrace.shutdown(5)
+    [span] = exporter.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["faithtrace.scoring.remote"] is True
+    assert attrs["input.value"] == "Where?"
+    assert attrs["output.value"] == "It is in Paris."
+    assert attrs["retrieval.documents.0.document.content"] == long_doc  # cut to the scoring limit, not 4096
+    assert attrs["retrieval.documents.1.document.content"] == "second"
+    assert fake_judge.requests == []
