@@ -114,7 +114,6 @@ OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
 OPENINFERENCE_KIND_RETRIEVER: Final = "RETRIEVER"
 INPUT_MIME_TYPE: Final = "input.mime_type"
-OUTPUT_MIME_TYPE: Final = "output.mime_type"
 
 # --- metrics (OTel names; Prometheus replaces dots with underscores and adds unit/type suffixes) -
 METRIC_SCORE: Final = "faithtrace.evaluation.score"  # histogram, unit 1

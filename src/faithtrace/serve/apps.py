@@ -100,7 +100,7 @@ class App:
             stats = self.stats.setdefault(function, FunctionStats(function))
         return stats
 
-    def collect(self, emit: Callable[[trace.Tracer], None]) -> list[ReadableSpan]:
+    def collect(self, emit: Callable[[trace.Tracer], object]) -> list[ReadableSpan]:
         """The spans ``emit`` ends (call on one thread at a time: the event loop's)."""
         self._collect.spans = []
         emit(self.tracer)
