@@ -17,7 +17,7 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test lint typecheck unit bench bench-peers judge backends config-doc clean help
+.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy and the whole test suite"
@@ -75,6 +75,13 @@ backends:
 		npm install --no-audit --no-fund --silent --no-save 'playwright-core@$(PLAYWRIGHT_VERSION)'; \
 	fi
 
+# The real OpenTelemetry Collector, built with the official Collector Builder from collector/builder-config.yaml
+# (Go from the machine, modules from the Go module proxy). Cached under ~/.cache/faithtrace/otelcol-*: the first
+# build takes 10-25 minutes on 2 cores, later runs reuse the binary at once. It must exist before the tests
+# start, because they run in a loopback-only network namespace.
+otelcol:
+	@collector/build.sh >/dev/null
+
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
@@ -86,8 +93,9 @@ typecheck: $(VENV)/.dev-installed
 config-doc: $(VENV)/.dev-installed
 	$(BIN)/python -m faithtrace._config_doc --write
 
-test: judge backends lint typecheck
-	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+test: judge backends otelcol lint typecheck
+	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
+		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 unit: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -ra -m 'not judge and not backend' $(PYTEST_ARGS)

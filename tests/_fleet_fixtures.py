@@ -1,0 +1,515 @@
+"""The real OpenTelemetry Collector (built by collector/build.sh) and a scoring fleet around it, for tests.
+
+Everything binds 127.0.0.1. Processes are started in their own sessions and stopped by their own PIDs when the
+`Fleet` context exits, however the test ended. The Collector config the fleet runs is the shipped
+collector/otelcol/fleet.yaml with only addresses, paths and the trace backend (a `file` exporter the test
+reads back) replaced: what is tested is what users deploy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from faithtrace._telemetry import names
+
+REPO = Path(__file__).resolve().parents[1]
+COLLECTOR = REPO / "collector"
+BUILD_SCRIPT = COLLECTOR / "build.sh"
+FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet.yaml"
+K8S_KIT = COLLECTOR / "deploy" / "k8s"
+EVALUATION_SPAN = names.EVALUATION_SPAN
+FAKE_JUDGE = REPO / "benchmarks" / "_fakejudge.py"
+LB_EXPORTER = "load_balancing/scorers"
+TRACE_BACKEND = "otlp_grpc/traces"
+
+
+def _require(message: str) -> None:
+    if os.environ.get("FAITHTRACE_REQUIRE_BACKENDS") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def otelcol_binary() -> str:
+    """The Collector: $FAITHTRACE_OTELCOL_BIN, else the binary collector/build.sh cached (never builds)."""
+    path = (
+        os.environ.get("FAITHTRACE_OTELCOL_BIN")
+        or subprocess.run(
+            [str(BUILD_SCRIPT), "--print-path"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    if not os.access(path, os.X_OK):
+        _require(f"no Collector binary at {path}: run collector/build.sh (make test does)")
+    return path
+
+
+def validate(binary: str, config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [binary, "validate", f"--config={config}"], capture_output=True, text=True, timeout=60
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def faithtrace_command() -> list[str]:
+    """`faithtrace` from this interpreter's environment."""
+    script = Path(sys.executable).parent / "faithtrace"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "faithtrace.cli"]
+
+
+def serve_available() -> str | None:
+    """None when `faithtrace serve` exists here, else why not."""
+    try:
+        done = subprocess.run(
+            [*faithtrace_command(), "serve", "--help"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`faithtrace serve --help` could not run: {exc}"
+    if done.returncode != 0 or "--grpc-port" not in done.stdout:
+        return "`faithtrace serve` is not available in this build (issue 17's scorer has not landed)"
+    return None
+
+
+# --- the Collector config the tests run ------------------------------------------------------------------
+@dataclass(frozen=True)
+class FleetPorts:
+    app_grpc: int = field(default_factory=free_port)
+    app_http: int = field(default_factory=free_port)
+    results_grpc: int = field(default_factory=free_port)
+    results_http: int = field(default_factory=free_port)
+    prometheus: int = field(default_factory=free_port)
+    health: int = field(default_factory=free_port)
+    telemetry: int = field(default_factory=free_port)
+
+
+def local_fleet_config(
+    ports: FleetPorts, scorers: list[str], workdir: Path, *, retry_max_interval: str = "2s"
+) -> dict[str, Any]:
+    """fleet.yaml on loopback: static resolver over `scorers`, queue under `workdir`, traces to a file."""
+    config: dict[str, Any] = copy.deepcopy(yaml.safe_load(FLEET_CONFIG.read_text()))
+    loopback = "127.0.0.1:{}".format
+    receivers = config["receivers"]
+    receivers["otlp"]["protocols"]["grpc"]["endpoint"] = loopback(ports.app_grpc)
+    receivers["otlp"]["protocols"]["http"]["endpoint"] = loopback(ports.app_http)
+    receivers["otlp/results"]["protocols"]["grpc"]["endpoint"] = loopback(ports.results_grpc)
+    receivers["otlp/results"]["protocols"]["http"]["endpoint"] = loopback(ports.results_http)
+    extensions = config["extensions"]
+    extensions["health_check"]["endpoint"] = loopback(ports.health)
+    queue_dir = workdir / "queue"
+    queue_dir.mkdir(parents=True, exist_ok=True)
+    extensions["file_storage/queue"]["directory"] = str(queue_dir)
+    extensions["file_storage/queue"]["compaction"]["directory"] = str(queue_dir)
+    exporters = config["exporters"]
+    balancer = exporters[LB_EXPORTER]
+    balancer["resolver"] = {"static": {"hostnames": scorers}}
+    # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
+    balancer["retry_on_failure"]["max_interval"] = retry_max_interval
+    exporters["prometheus"]["endpoint"] = loopback(ports.prometheus)
+    # The trace backend becomes a file the test reads back (OTLP JSON, one request per line).
+    del exporters[TRACE_BACKEND]
+    exporters["file/sink"] = {
+        "path": str(workdir / "traces.jsonl"),
+        "format": "json",
+        "flush_interval": "100ms",
+    }
+    for pipeline in config["service"]["pipelines"].values():
+        pipeline["exporters"] = [
+            "file/sink" if name == TRACE_BACKEND else name for name in pipeline["exporters"]
+        ]
+    config["service"]["telemetry"] = {
+        "logs": {"level": "info"},
+        "metrics": {
+            "level": "detailed",
+            "readers": [
+                {"pull": {"exporter": {"prometheus": {"host": "127.0.0.1", "port": ports.telemetry}}}}
+            ],
+        },
+    }
+    return config
+
+
+# --- processes ---------------------------------------------------------------------------------------------
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    log: Path
+    env: dict[str, str] | None = None
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill9(self) -> None:
+        """SIGKILL, no goodbye: what an OOM kill or a lost node does."""
+        if self.popen is not None and self.alive:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.popen is None or not self.alive:
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(200 <= response.status < 300)
+    except OSError:
+        return False
+
+
+def tcp_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(what: str, check: Any, proc: Proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if not proc.alive:
+            raise AssertionError(f"{proc.name} exited before {what}:\n{proc.tail()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{proc.name}: {what} not within {timeout}s:\n{proc.tail()}")
+        time.sleep(0.1)
+
+
+@dataclass
+class Fleet:
+    """A Collector, scorer replicas and a fixed-latency judge, all on loopback."""
+
+    workdir: Path
+    otelcol: str
+    ports: FleetPorts = field(default_factory=FleetPorts)
+    procs: list[Proc] = field(default_factory=list)
+    collector: Proc | None = None
+    scorers: list[tuple[Proc, int, int]] = field(default_factory=list)
+    judge_url: str = ""
+    _judge: subprocess.Popen[str] | None = None
+
+    # -- judge
+    def start_judge(self, latency_s: float) -> str:
+        self._judge = subprocess.Popen(
+            [sys.executable, str(FAKE_JUDGE), "--latency", str(latency_s), "--max-seconds", "900"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self._judge.stdout is not None
+        line = self._judge.stdout.readline()
+        assert line.startswith("PORT "), line
+        self.judge_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        return self.judge_url
+
+    def judge_requests(self) -> int:
+        with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
+            return int(json.loads(response.read())["requests"])
+
+    # -- scorers
+    def scorer_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
+        env.update(
+            FAITHTRACE_JUDGE_MODEL="openai/fake-judge",
+            FAITHTRACE_JUDGE_API_BASE=self.judge_url,
+            FAITHTRACE_JUDGE_API_KEY="sk-test-not-a-key",
+            OTEL_SERVICE_NAME="faithtrace-scorer",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.ports.results_grpc}",
+            OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+            OTEL_BSP_SCHEDULE_DELAY="200",
+            OTEL_METRIC_EXPORT_INTERVAL="1000",
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+        )
+        return env
+
+    def add_scorer(self, concurrency: int = 16) -> tuple[Proc, int, int]:
+        grpc_port, http_port = free_port(), free_port()
+        index = len(self.scorers)
+        argv = [
+            *faithtrace_command(),
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--grpc-port",
+            str(grpc_port),
+            "--http-port",
+            str(http_port),
+            "--concurrency",
+            str(concurrency),
+        ]
+        proc = Proc(f"scorer-{index}", argv, self.workdir / f"scorer-{index}.log", env=self.scorer_env())
+        self.procs.append(proc.start())
+        self.scorers.append((proc, grpc_port, http_port))
+        return self.scorers[-1]
+
+    def wait_scorers_ready(self, timeout: float = 120.0) -> None:
+        for proc, grpc_port, _ in self.scorers:
+            wait_until(f"gRPC port {grpc_port} open", lambda p=grpc_port: tcp_open(p), proc, timeout)
+
+    def restart_scorer(self, index: int) -> None:
+        proc, grpc_port, _ = self.scorers[index]
+        proc.start()
+        wait_until(f"gRPC port {grpc_port} open", lambda: tcp_open(grpc_port), proc, 120.0)
+
+    # -- Collector
+    def write_collector_config(self) -> Path:
+        hostnames = [f"127.0.0.1:{grpc}" for _, grpc, _ in self.scorers]
+        config = local_fleet_config(self.ports, hostnames, self.workdir)
+        path = self.workdir / "otelcol.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def start_collector(self) -> Proc:
+        if self.collector is None:
+            config = self.write_collector_config()
+            argv = [self.otelcol, f"--config={config}"]
+            self.collector = Proc("otelcol", argv, self.workdir / "otelcol.log")
+            self.procs.append(self.collector)
+        self.collector.start()
+        health = f"http://127.0.0.1:{self.ports.health}/"
+        wait_until("health check OK", lambda: http_ok(health), self.collector, 60.0)
+        return self.collector
+
+    def collector_metric(self, name: str) -> float:
+        """Sum of one of the Collector's own metrics (e.g. otelcol_exporter_queue_size) over its series."""
+        url = f"http://127.0.0.1:{self.ports.telemetry}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    @property
+    def traces_file(self) -> Path:
+        return self.workdir / "traces.jsonl"
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in self.procs)
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop(timeout=20)
+        if self._judge is not None and self._judge.poll() is None:
+            self._judge.terminate()
+            try:
+                self._judge.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._judge.kill()
+        for stream in (self._judge.stdin, self._judge.stdout) if self._judge else ():
+            if stream is not None:
+                with suppress(OSError):
+                    stream.close()
+
+
+@contextmanager
+def fleet(workdir: Path, otelcol: str) -> Iterator[Fleet]:
+    group = Fleet(workdir, otelcol)
+    try:
+        yield group
+    finally:
+        group.stop_all()
+
+
+# --- the app -----------------------------------------------------------------------------------------------
+APP_SERVICE = "fleet-app"
+FUNCTION = "fleet_answer"
+CONTEXTS = [
+    "The Eiffel Tower is 330 metres tall.",
+    "It was completed in 1889 for the World's Fair in Paris.",
+]
+
+# The app: decorated, remote scoring, sending OTLP/gRPC to the Collector; one RAG trace and one plain
+# (non-RAG) trace per round. It prints each RAG span's IDs: the traces that must come back scored.
+APP_SCRIPT = """
+import json, sys, time
+from opentelemetry import trace
+import faithtrace
+from faithtrace import trace_faithfulness
+
+count, interval = int(sys.argv[1]), float(sys.argv[2])
+contexts, function = json.loads(sys.argv[3]), sys.argv[4]
+faithtrace.configure(scoring="remote")
+
+@trace_faithfulness(name=function)
+def answer(question: str, contexts: list[str]) -> str:
+    ctx = trace.get_current_span().get_span_context()
+    print(json.dumps({"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}), flush=True)
+    return "The Eiffel Tower is 330 metres tall and was completed in 1889."
+
+plain = trace.get_tracer("fleet-app.plain")
+for i in range(count):
+    answer(f"question {i}: how tall is the Eiffel Tower?", contexts)
+    with plain.start_as_current_span("GET /health"):
+        pass
+    time.sleep(interval)
+faithtrace.shutdown(60)
+print("DONE", flush=True)
+"""
+
+
+def start_app(group: Fleet, count: int, interval: float) -> Proc:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
+    env.update(
+        OTEL_SERVICE_NAME=APP_SERVICE,
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{group.ports.app_grpc}",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+        OTEL_BSP_SCHEDULE_DELAY="200",
+        OTEL_METRIC_EXPORT_INTERVAL="1000",
+    )
+    argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
+    app = Proc("app", argv, group.workdir / "app.log", env=env)
+    group.procs.append(app)
+    return app.start()
+
+
+def app_traces(app: Proc) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for line in app.log.read_text().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            ids[record["trace_id"]] = record["span_id"]
+    return ids
+
+
+def wait_app_done(app: Proc, timeout: float = 180.0) -> None:
+    assert app.popen is not None
+    app.popen.wait(timeout=timeout)
+    assert app.popen.returncode == 0, app.tail()
+    assert "DONE" in app.log.read_text(), app.tail()
+
+
+# --- reading the sink back ---------------------------------------------------------------------------------
+def _value(any_value: dict[str, Any]) -> Any:
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in any_value:
+            return any_value[key]
+    if "intValue" in any_value:
+        return int(any_value["intValue"])
+    if "arrayValue" in any_value:
+        return [_value(v) for v in any_value["arrayValue"].get("values", [])]
+    return None
+
+
+def attributes(items: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {a["key"]: _value(a.get("value", {})) for a in items or []}
+
+
+def read_spans(path: Path) -> list[dict[str, Any]]:
+    """Every span the `file` exporter wrote, flattened, with its resource's attributes under "resource"."""
+    spans: list[dict[str, Any]] = []
+    if not path.exists():
+        return spans
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError:  # a line being written right now
+            continue
+        for resource_spans in request.get("resourceSpans", []):
+            resource = attributes(resource_spans.get("resource", {}).get("attributes"))
+            for scope_spans in resource_spans.get("scopeSpans", []):
+                for span in scope_spans.get("spans", []):
+                    spans.append(
+                        {
+                            **span,
+                            "resource": resource,
+                            "attributes": attributes(span.get("attributes")),
+                            "events": [
+                                {**e, "attributes": attributes(e.get("attributes"))}
+                                for e in span.get("events", [])
+                            ],
+                        }
+                    )
+    return spans
+
+
+def evaluations_per_trace(spans: list[dict[str, Any]], evaluation_span: str) -> dict[str, int]:
+    """How many evaluation spans each trace got (by its own trace ID or by a link to the scored span)."""
+    counts: dict[str, int] = {}
+    for span in spans:
+        if span.get("name") != evaluation_span:
+            continue
+        traces = {span["traceId"]} | {link["traceId"] for link in span.get("links", [])}
+        for trace_id in traces:
+            counts[trace_id] = counts.get(trace_id, 0) + 1
+    return counts
+
+
+@dataclass
+class Run:
+    expected: dict[str, str]  # trace ID -> RAG span ID
+    per_trace: dict[str, int]
+    spans: list[dict[str, Any]]
+
+    @property
+    def missing(self) -> list[str]:
+        return [t for t in self.expected if self.per_trace.get(t, 0) == 0]
+
+    @property
+    def duplicates(self) -> int:
+        return sum(max(0, self.per_trace.get(t, 0) - 1) for t in self.expected)
+
+
+def collect(
+    group: Fleet, expected: dict[str, str], timeout: float = 240.0, evaluation_span: str = EVALUATION_SPAN
+) -> Run:
+    """Wait until every expected trace has an evaluation span in the sink (or the timeout), then a moment more
+    so that late duplicates are counted too."""
+    deadline = time.monotonic() + timeout
+    while True:
+        spans = read_spans(group.traces_file)
+        per_trace = evaluations_per_trace(spans, evaluation_span)
+        run = Run(expected, per_trace, spans)
+        if not run.missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    time.sleep(3.0)
+    spans = read_spans(group.traces_file)
+    return Run(expected, evaluations_per_trace(spans, evaluation_span), spans)
