@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +28,15 @@ import yaml
 
 from faithtrace._telemetry import names
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _common import fake_judge  # the benchmarks' fixed-latency judge, in its own process
+
 REPO = Path(__file__).resolve().parents[1]
 COLLECTOR = REPO / "collector"
 BUILD_SCRIPT = COLLECTOR / "build.sh"
 FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet.yaml"
 K8S_KIT = COLLECTOR / "deploy" / "k8s"
 EVALUATION_SPAN = names.EVALUATION_SPAN
-FAKE_JUDGE = REPO / "benchmarks" / "_fakejudge.py"
 LB_EXPORTER = "load_balancing/scorers"
 TRACE_BACKEND = "otlp_grpc/traces"
 
@@ -229,22 +231,6 @@ class Fleet:
     collector: Proc | None = None
     scorers: list[tuple[Proc, int, int]] = field(default_factory=list)
     judge_url: str = ""
-    _judge: subprocess.Popen[str] | None = None
-
-    # -- judge
-    def start_judge(self, latency_s: float) -> str:
-        self._judge = subprocess.Popen(
-            [sys.executable, str(FAKE_JUDGE), "--latency", str(latency_s), "--max-seconds", "900"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert self._judge.stdout is not None
-        line = self._judge.stdout.readline()
-        assert line.startswith("PORT "), line
-        self.judge_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
-        return self.judge_url
 
     def judge_requests(self) -> int:
         with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
@@ -335,25 +321,17 @@ class Fleet:
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
             proc.stop(timeout=20)
-        if self._judge is not None and self._judge.poll() is None:
-            self._judge.terminate()
-            try:
-                self._judge.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._judge.kill()
-        for stream in (self._judge.stdin, self._judge.stdout) if self._judge else ():
-            if stream is not None:
-                with suppress(OSError):
-                    stream.close()
 
 
 @contextmanager
-def fleet(workdir: Path, otelcol: str) -> Iterator[Fleet]:
-    group = Fleet(workdir, otelcol)
-    try:
-        yield group
-    finally:
-        group.stop_all()
+def fleet(workdir: Path, otelcol: str, judge_latency_s: float = 0.2) -> Iterator[Fleet]:
+    """A fleet around the benchmarks' fixed-latency judge; every process it started is stopped on exit."""
+    with fake_judge(judge_latency_s, max_seconds=1800) as judge_url:
+        group = Fleet(workdir, otelcol, judge_url=judge_url)
+        try:
+            yield group
+        finally:
+            group.stop_all()
 
 
 # --- the app -----------------------------------------------------------------------------------------------
@@ -393,11 +371,12 @@ print("DONE", flush=True)
 """
 
 
-def start_app(group: Fleet, count: int, interval: float) -> Proc:
+def start_app(group: Fleet, count: int, interval: float, endpoint_port: int | None = None) -> Proc:
+    """The app, sending to the Collector's app receiver (or straight to `endpoint_port`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
     env.update(
         OTEL_SERVICE_NAME=APP_SERVICE,
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{group.ports.app_grpc}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{endpoint_port or group.ports.app_grpc}",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_BSP_SCHEDULE_DELAY="200",
         OTEL_METRIC_EXPORT_INTERVAL="1000",

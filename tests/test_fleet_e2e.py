@@ -62,8 +62,7 @@ def serve_ready() -> None:
 
 @pytest.fixture
 def running_fleet(tmp_path: Path, otelcol: str, serve_ready: None) -> Iterator[Fleet]:
-    with fleet(tmp_path, otelcol) as group:
-        group.start_judge(latency_s=0.2)
+    with fleet(tmp_path, otelcol, judge_latency_s=0.2) as group:
         for _ in range(3):
             group.add_scorer(concurrency=16)
         group.wait_scorers_ready()
