@@ -273,13 +273,16 @@ class Fleet:
         return self.scorers[-1]
 
     def wait_scorers_ready(self, timeout: float = 120.0) -> None:
-        for proc, grpc_port, _ in self.scorers:
+        for proc, grpc_port, http_port in self.scorers:
             wait_until(f"gRPC port {grpc_port} open", lambda p=grpc_port: tcp_open(p), proc, timeout)
+            ready = f"http://127.0.0.1:{http_port}/readyz"
+            wait_until("/readyz OK", lambda u=ready: http_ok(u), proc, timeout)
 
     def restart_scorer(self, index: int) -> None:
-        proc, grpc_port, _ = self.scorers[index]
+        proc, grpc_port, http_port = self.scorers[index]
         proc.start()
         wait_until(f"gRPC port {grpc_port} open", lambda: tcp_open(grpc_port), proc, 120.0)
+        wait_until("/readyz OK", lambda: http_ok(f"http://127.0.0.1:{http_port}/readyz"), proc, 120.0)
 
     # -- Collector
     def write_collector_config(self) -> Path:
@@ -358,7 +361,8 @@ faithtrace.configure(scoring="remote")
 def answer(question: str, contexts: list[str]) -> str:
     ctx = trace.get_current_span().get_span_context()
     print(json.dumps({"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}), flush=True)
-    return "The Eiffel Tower is 330 metres tall and was completed in 1889."
+    # Three sentences, three claims: the stand-in judge answers three verdicts (its --items default).
+    return "The Eiffel Tower is 330 metres tall. It was completed in 1889. It stands in Paris."
 
 plain = trace.get_tracer("fleet-app.plain")
 for i in range(count):
