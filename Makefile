@@ -17,7 +17,7 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol config-doc clean help
+.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol jaeger config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy and the whole test suite"
@@ -82,6 +82,11 @@ backends:
 otelcol:
 	@collector/build.sh >/dev/null
 
+# Jaeger v2 (all-in-one) from its Go modules, pinned in collector/jaeger/go.mod, for the trace-UI test: about
+# 12 minutes the first time on 2 shared cores, then cached in ~/.cache/faithtrace/jaeger-*.
+jaeger:
+	@collector/build-jaeger.sh >/dev/null
+
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
@@ -93,9 +98,10 @@ typecheck: $(VENV)/.dev-installed
 config-doc: $(VENV)/.dev-installed
 	$(BIN)/python -m faithtrace._config_doc --write
 
-test: judge backends otelcol lint typecheck
+test: judge backends otelcol jaeger lint typecheck
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
-		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
+		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 unit: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -ra -m 'not judge and not backend' $(PYTEST_ARGS)

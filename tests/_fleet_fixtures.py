@@ -128,9 +128,11 @@ def local_fleet_config(
     exporters["prometheus"]["endpoint"] = loopback(ports.prometheus)
     # The trace backend becomes a file the test reads back (OTLP JSON, one request per line).
     del exporters[TRACE_BACKEND]
+    # append: a restarted Collector must not truncate what it wrote before the restart.
     exporters["file/sink"] = {
         "path": str(workdir / "traces.jsonl"),
         "format": "json",
+        "append": True,
         "flush_interval": "100ms",
     }
     for pipeline in config["service"]["pipelines"].values():
@@ -474,6 +476,16 @@ class Run:
     @property
     def missing(self) -> list[str]:
         return [t for t in self.expected if self.per_trace.get(t, 0) == 0]
+
+    @property
+    def accepted(self) -> set[str]:
+        """RAG traces the Collector accepted: their RAG span reached the trace sink."""
+        seen = {(s["traceId"], s["spanId"]) for s in self.spans}
+        return {t for t, s in self.expected.items() if (t, s) in seen}
+
+    @property
+    def accepted_missing(self) -> list[str]:
+        return [t for t in self.accepted if self.per_trace.get(t, 0) == 0]
 
     @property
     def duplicates(self) -> int:
