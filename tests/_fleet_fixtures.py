@@ -377,8 +377,17 @@ print("DONE", flush=True)
 """
 
 
-def start_app(group: Fleet, count: int, interval: float, endpoint_port: int | None = None) -> Proc:
-    """The app, sending to the Collector's app receiver (or straight to `endpoint_port`)."""
+def start_app(
+    group: Fleet,
+    count: int,
+    interval: float,
+    endpoint_port: int | None = None,
+    export_timeout_s: float | None = None,
+) -> Proc:
+    """The app, sending to the Collector's app receiver (or straight to `endpoint_port`).
+
+    `export_timeout_s` sets OTEL_EXPORTER_OTLP_TIMEOUT: how long the app's SDK may spend on one batch while no
+    Collector answers (the SDK's default is 10 s, and it gives up after 6 tries whatever the timeout)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
     env.update(
         OTEL_SERVICE_NAME=APP_SERVICE,
@@ -387,6 +396,8 @@ def start_app(group: Fleet, count: int, interval: float, endpoint_port: int | No
         OTEL_BSP_SCHEDULE_DELAY="200",
         OTEL_METRIC_EXPORT_INTERVAL="1000",
     )
+    if export_timeout_s is not None:
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
     argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
     app = Proc("app", argv, group.workdir / "app.log", env=env)
     group.procs.append(app)
@@ -493,16 +504,22 @@ class Run:
 
 
 def collect(
-    group: Fleet, expected: dict[str, str], timeout: float = 240.0, evaluation_span: str = EVALUATION_SPAN
+    group: Fleet,
+    expected: dict[str, str],
+    timeout: float = 240.0,
+    evaluation_span: str = EVALUATION_SPAN,
+    accepted_only: bool = False,
 ) -> Run:
-    """Wait until every expected trace has an evaluation span in the sink (or the timeout), then a moment more
-    so that late duplicates are counted too."""
+    """Wait until every expected trace (or, with `accepted_only`, every one the Collector accepted: call it
+    once the app is done) has an evaluation span in the sink, or the timeout; then a moment more so that late
+    duplicates are counted too."""
     deadline = time.monotonic() + timeout
     while True:
         spans = read_spans(group.traces_file)
         per_trace = evaluations_per_trace(spans, evaluation_span)
         run = Run(expected, per_trace, spans)
-        if not run.missing or time.monotonic() > deadline:
+        waiting = run.accepted_missing if accepted_only else run.missing
+        if not waiting or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     time.sleep(3.0)
