@@ -242,7 +242,7 @@ def main() -> None:
         )
     )
 
-    cost = receiver_cost(otelcol, 2000 if args.quick else 10000)
+    cost = receiver_cost(otelcol, 20000 if args.quick else 100000)
     print("\nReceiver cost of non-RAG spans (sent straight to one replica over OTLP/gRPC)")
     print(
         _common.table(

@@ -399,7 +399,9 @@ def start_app(
     if export_timeout_s is not None:
         env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
     argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
-    app = Proc("app", argv, group.workdir / "app.log", env=env)
+    # One log per app run: app_traces() reads the trace IDs of this run only.
+    index = sum(1 for p in group.procs if p.name.startswith("app"))
+    app = Proc(f"app-{index}", argv, group.workdir / f"app-{index}.log", env=env)
     group.procs.append(app)
     return app.start()
 

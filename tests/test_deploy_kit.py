@@ -108,7 +108,9 @@ def test_hpa_scales_the_scorer_deployment() -> None:
     assert (target["kind"], target["name"]) == ("Deployment", "faithtrace-scorer")
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     kinds = {m["type"] for m in hpa["spec"]["metrics"]}
-    assert {"External", "Resource"} <= kinds
+    assert {"Pods", "External", "Resource"} <= kinds
+    pods = next(m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods")
+    assert pods["metric"]["name"] == "faithtrace_serve_pending"  # what `faithtrace serve` exports on /metrics
 
 
 def test_collector_rbac_grants_exactly_what_the_k8s_resolver_needs() -> None:
