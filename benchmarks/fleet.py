@@ -40,6 +40,7 @@ import _common  # noqa: E402
 from _fleet_fixtures import (  # noqa: E402
     EVALUATION_SPAN,
     Fleet,
+    app_calls,
     app_traces,
     collect,
     fleet,
@@ -138,16 +139,14 @@ def receiver_cost(otelcol: str, spans: int) -> dict[str, Any]:
         }
 
 
-def _delays_ms(run_spans: list[dict[str, Any]], expected: dict[str, str]) -> list[float]:
-    rag_end = {
-        s["traceId"]: _ns(s["endTimeUnixNano"])
-        for s in run_spans
-        if expected.get(s["traceId"]) == s["spanId"]
-    }
+def _delays_ms(run_spans: list[dict[str, Any]], calls: dict[str, tuple[str, int]]) -> list[float]:
+    # The app prints when each call returned (its RAG span's end): the RAG span itself reaches the sink only
+    # through the Collector, not on the direct path.
     delays = []
     for span in run_spans:
-        if span["name"] == EVALUATION_SPAN and span["traceId"] in rag_end:
-            delays.append((_ns(span["startTimeUnixNano"]) - rag_end[span["traceId"]]) / 1e6)
+        call = calls.get(span["traceId"])
+        if span["name"] == EVALUATION_SPAN and call and call[1]:
+            delays.append((_ns(span["startTimeUnixNano"]) - call[1]) / 1e6)
     return delays
 
 
@@ -164,7 +163,7 @@ def latency(otelcol: str, traces: int, judge_latency: float) -> dict[str, Any]:
             app = start_app(group, count=traces, interval=0.2, endpoint_port=endpoint)
             wait_app_done(app, timeout=600)
             run = collect(group, app_traces(app), timeout=300)
-            delays = _delays_ms(run.spans, run.expected)
+            delays = _delays_ms(run.spans, app_calls(app))
             out[path] = {
                 "traces": len(run.expected),
                 "p50_ms": round(_common.percentile(delays, 50), 1),
@@ -197,20 +196,7 @@ def kill_duplicates(otelcol: str, traces: int, latency_s: float) -> dict[str, An
         }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer traces (about 3 minutes)")
-    parser.add_argument("--replicas", default="1,2,3", help="replica counts for the scaling run")
-    parser.add_argument("--latency", type=float, default=0.3, help="judge latency per request, seconds")
-    parser.add_argument("--concurrency", type=int, default=4, help="`faithtrace serve --concurrency`")
-    parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet[-quick].json)")
-    args = parser.parse_args()
-    reason = serve_available()
-    if reason is not None:
-        sys.exit(f"fleet.py: {reason}")
-    otelcol = os.environ.get("FAITHTRACE_OTELCOL_BIN") or otelcol_binary()
-    traces = 60 if args.quick else 240
-
+def _scaling_table(otelcol: str, args: argparse.Namespace, traces: int) -> list[dict[str, Any]]:
     rows = [
         scaling(otelcol, int(n), traces, args.latency, args.concurrency) for n in args.replicas.split(",")
     ]
@@ -223,74 +209,58 @@ def main() -> None:
         f"\nScaling: {traces} RAG traces, judge {args.latency * 1000:.0f} ms/request, "
         f"--concurrency {args.concurrency}"
     )
+    keys = ["replicas", "evaluations_per_s", "speedup", "target", "scored", "duplicates", "seconds"]
     headers = ["replicas", "evaluations/s", "speedup", "target", "scored", "duplicates", "seconds"]
-    print(
-        _common.table(
-            headers,
-            [
-                [
-                    r["replicas"],
-                    r["evaluations_per_s"],
-                    r["speedup"],
-                    r["target"],
-                    r["scored"],
-                    r["duplicates"],
-                    r["seconds"],
-                ]
-                for r in rows
-            ],
-        )
-    )
+    print(_common.table(headers, [[r[k] for k in keys] for r in rows]))
+    return rows
 
-    cost = receiver_cost(otelcol, 20000 if args.quick else 100000)
-    print("\nReceiver cost of non-RAG spans (sent straight to one replica over OTLP/gRPC)")
-    print(
-        _common.table(
-            ["spans", "replica CPU s", "spans/s per core", "wall s", "judge requests"],
-            [
-                [
-                    cost["spans"],
-                    cost["replica_cpu_s"],
-                    cost["spans_per_core_s"],
-                    cost["wall_s"],
-                    cost["judge_requests"],
-                ]
-            ],
-        )
-    )
 
-    lat = latency(otelcol, 30 if args.quick else 100, args.latency)
-    print("\nRAG span end -> evaluation start (one replica, 5 traces/s; app batch delay 200 ms in both)")
-    print(
-        _common.table(
-            ["path", "traces", "p50 ms", "p99 ms"],
-            [[p, lat[p]["traces"], lat[p]["p50_ms"], lat[p]["p99_ms"]] for p in ("direct", "collector")],
-        )
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer traces (about 3 minutes)")
+    parser.add_argument("--replicas", default="1,2,3", help="replica counts for the scaling run")
+    parser.add_argument("--latency", type=float, default=0.3, help="judge latency per request, seconds")
+    parser.add_argument("--concurrency", type=int, default=4, help="`faithtrace serve --concurrency`")
+    parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet[-quick].json)")
+    parser.add_argument(
+        "--phases", default="scaling,cost,latency,kill", help="which tables (default: all four)"
     )
-    print(f"added by the Collector path: p50 {lat['added_p50_ms']} ms, p99 {lat['added_p99_ms']} ms")
+    args = parser.parse_args()
+    reason = serve_available()
+    if reason is not None:
+        sys.exit(f"fleet.py: {reason}")
+    otelcol = os.environ.get("FAITHTRACE_OTELCOL_BIN") or otelcol_binary()
+    traces = 60 if args.quick else 240
 
-    dup = kill_duplicates(otelcol, traces, args.latency)
-    print("\nOne of 3 replicas SIGKILLed mid-run and restarted")
-    print(
-        _common.table(
-            ["RAG traces", "missing", "duplicate evaluations"],
-            [[dup["rag_traces"], dup["missing"], dup["duplicates"]]],
+    phases = set(args.phases.split(","))
+    results: dict[str, Any] = {"judge_latency_s": args.latency, "concurrency": args.concurrency}
+    if "scaling" in phases:
+        results["scaling"] = _scaling_table(otelcol, args, traces)
+    if "cost" in phases:
+        cost = receiver_cost(otelcol, 20000 if args.quick else 100000)
+        results["receiver_cost"] = cost
+        print("\nReceiver cost of non-RAG spans (sent straight to one replica over OTLP/gRPC)")
+        headers = ["spans", "replica CPU s", "spans/s per core", "wall s", "judge requests"]
+        keys = ["spans", "replica_cpu_s", "spans_per_core_s", "wall_s", "judge_requests"]
+        print(_common.table(headers, [[cost[k] for k in keys]]))
+    if "latency" in phases:
+        lat = latency(otelcol, 30 if args.quick else 100, args.latency)
+        results["latency"] = lat
+        print(
+            "\nRAG call return -> evaluation start (one replica, 5 traces/s; app batch delay 200 ms in both)"
         )
-    )
+        rows = [[p, lat[p]["traces"], lat[p]["p50_ms"], lat[p]["p99_ms"]] for p in ("direct", "collector")]
+        print(_common.table(["path", "traces", "p50 ms", "p99 ms"], rows))
+        print(f"added by the Collector path: p50 {lat['added_p50_ms']} ms, p99 {lat['added_p99_ms']} ms")
+    if "kill" in phases:
+        dup = kill_duplicates(otelcol, traces, args.latency)
+        results["kill"] = dup
+        print("\nOne of 3 replicas SIGKILLed mid-run and restarted")
+        rows = [[dup["rag_traces"], dup["missing"], dup["duplicates"]]]
+        print(_common.table(["RAG traces", "missing", "duplicate evaluations"], rows))
 
     out = args.out or _common.default_out("fleet", args.quick)
-    path = _common.write_results(
-        "fleet",
-        {
-            "judge_latency_s": args.latency,
-            "concurrency": args.concurrency,
-            "scaling": rows,
-            "receiver_cost": cost,
-            "latency": lat,
-            "kill": dup,
-        },
-        out,
-    )
+    path = _common.write_results("fleet", results, out)
     print(f"\nwrote {path}")
 
 

@@ -369,6 +369,7 @@ def answer(question: str, contexts: list[str]) -> str:
 plain = trace.get_tracer("fleet-app.plain")
 for i in range(count):
     answer(f"question {i}: how tall is the Eiffel Tower?", contexts)
+    print(json.dumps({"ended_ns": time.time_ns()}), flush=True)  # the RAG span has just ended
     with plain.start_as_current_span("GET /health"):
         pass
     time.sleep(interval)
@@ -407,12 +408,24 @@ def start_app(
 
 
 def app_traces(app: Proc) -> dict[str, str]:
-    ids: dict[str, str] = {}
+    """Trace ID -> RAG span ID of every RAG call the app made."""
+    return {t: s for t, (s, _) in app_calls(app).items()}
+
+
+def app_calls(app: Proc) -> dict[str, tuple[str, int]]:
+    """Trace ID -> (RAG span ID, when the call returned in ns since the epoch)."""
+    calls: dict[str, tuple[str, int]] = {}
+    last = ""
     for line in app.log.read_text().splitlines():
-        if line.startswith("{"):
-            record = json.loads(line)
-            ids[record["trace_id"]] = record["span_id"]
-    return ids
+        if not line.startswith("{"):
+            continue
+        record = json.loads(line)
+        if "trace_id" in record:
+            last = record["trace_id"]
+            calls[last] = (record["span_id"], 0)
+        elif last:
+            calls[last] = (calls[last][0], int(record["ended_ns"]))
+    return calls
 
 
 def wait_app_done(app: Proc, timeout: float = 180.0) -> None:
