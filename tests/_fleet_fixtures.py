@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -67,9 +68,21 @@ def validate(binary: str, config: Path) -> subprocess.CompletedProcess[str]:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free port below Linux's ephemeral range (32768-60999).
+
+    Ports are chosen here and bound later by another process (a scorer, the Collector, or a scorer restarted
+    on its old port). A port from the ephemeral range can be taken in between by any outgoing connection of
+    the run itself (the app's, the Collector's, the scorers'), which made a scorer fail to bind now and then.
+    """
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 def faithtrace_command() -> list[str]:

@@ -4,6 +4,7 @@ OpenInference instrumentation: no decorator, the evaluation joins the app's own 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -68,7 +69,12 @@ def test_a_llama_index_query_is_scored_inside_its_own_trace(
     assert evaluation.parent is not None
     assert evaluation.parent.span_id == root.context.span_id
     assert (evaluation.attributes or {})["faithtrace.function"] == root.name
-    assert "input.value" not in (evaluation.attributes or {})  # no second copy of the content
+    # No second copy of the app's RAG content: no extra RAG span, and the evaluation span carries neither the
+    # question nor the documents (its input is the answer it judged, as every evaluation span's is).
+    attrs = evaluation.attributes or {}
+    assert not any(k.startswith("retrieval.documents.") for k in attrs)
+    assert "Where is the Eiffel Tower?" not in json.dumps(dict(attrs))
+    assert len([s for s in spans if s.context.trace_id == trace_id and s.name == root.name]) == 1
     assert (evaluation.attributes or {})["faithtrace.evaluation.outcome"] in {"scored", "no_claims"}
 
 
