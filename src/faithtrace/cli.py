@@ -65,8 +65,7 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
 
 _CHOICE_OPTIONS = {
     "claim_source": "where claims come from: the answer's sentences, or the judge",
-    "absence_check": "who decides a claim is not in the documents",
-    "contradiction_check": "who decides a claim contradicts the documents",
+    "verdict_policy": "when the lexical check and the judge disagree: the judge's verdict, or strict",
     "verdict_context": "what each claim is judged against",
 }
 

@@ -93,6 +93,7 @@ def run(
     n_threads: int | None = None,
     idle_timeout_s: float = 0.0,
     state_file: Path | None = None,
+    logprobs: bool = True,
 ) -> None:
     """Load the model; serve until stopped (SIGTERM / Ctrl-C) or idle for ``idle_timeout_s`` (0 = never)."""
     import uvicorn
@@ -112,8 +113,10 @@ def run(
         n_ctx=n_ctx,
         n_threads=threads,
         n_threads_batch=threads,
-        # The default keeps logits for every position: n_ctx x 152k vocab floats, gigabytes we never read.
-        logits_all=False,
+        # llama-cpp-python returns log-probabilities (faithtrace reads P(yes) per verdict from them) only when
+        # it keeps logits for every position: an n_ctx x 152k array of floats, allocated lazily (only the
+        # rows a request reaches are touched). FAITHTRACE_LOCAL_JUDGE_LOGPROBS=0 turns it off.
+        logits_all=logprobs,
         # Pinning 1.1 GB in RAM is not ours to decide on a user's machine; the page cache serves it well.
         use_mlock=False,
         verbose=False,
@@ -206,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-timeout", type=float, default=0.0)
     parser.add_argument("--state-file", type=Path, default=None)
     parser.add_argument("--nice", type=int, default=0)
+    parser.add_argument("--no-logprobs", action="store_true")
     args = parser.parse_args(argv)
     if args.nice > 0:
         # Judging is background work: the host application's own requests must win the CPU.
@@ -218,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             n_ctx=args.n_ctx,
+            logprobs=not args.no_logprobs,
             n_threads=args.n_threads or None,
             idle_timeout_s=args.idle_timeout,
             state_file=args.state_file,

@@ -256,6 +256,8 @@ def _start(
         "--n-ctx", str(n_ctx()), "--n-threads", str(n_threads()),
         "--idle-timeout", str(idle_timeout_s), "--state-file", str(p.state), "--nice", "10",
     ]  # fmt: skip
+    if not logprobs():
+        cmd.append("--no-logprobs")
     with p.log.open("ab") as log:
         log_offset = log.tell()
         # A new session: the host's Ctrl-C or terminal hang-up must not kill a server other processes share.
@@ -378,6 +380,11 @@ def _rotate_log(log: Path) -> None:
 
 def n_ctx() -> int:
     return _env.read("FAITHTRACE_LOCAL_JUDGE_N_CTX", int, 8192, check=lambda v: 512 <= v <= 32768)
+
+
+def logprobs() -> bool:
+    """Whether the server returns log-probabilities (``FAITHTRACE_LOCAL_JUDGE_LOGPROBS``, default on)."""
+    return _env.read("FAITHTRACE_LOCAL_JUDGE_LOGPROBS", _env.parse_bool, True)
 
 
 def n_threads() -> int:

@@ -25,20 +25,22 @@ class ScoringOptions(BaseModel):
         claim_source: ``sentences`` (default) splits the answer into its sentences and list items in code, so
             an evaluation costs one judge call; ``judge`` asks the judge to extract atomic claims first (one
             more call, and the 1.5B local judge drops details such as an invented tool while rewording).
-        lexical_check: a "yes" for a claim whose numbers, or more than 30 % of whose content words, occur
-            nowhere in the documents or the question becomes "idk" (see ``grounding``).
-        absence_check: who decides that a claim is *not in* the documents. ``judge``: the judge's "idk"
-            stands. ``lexical``: the lexical check alone (the judge still decides "no"), so a judge's "idk"
-            for a claim whose numbers and words the documents do contain becomes "yes". ``auto`` (default):
-            ``lexical`` with the embedded local judge, whose "idk" agreed with human labels no better than
-            chance on RAGTruth dev rows, ``judge`` with any other model.
-        contradiction_check: who decides that a claim *contradicts* the documents. ``judge``: the judge's
-            "no" stands. ``lexical``: a "no" stands only for a claim the lexical check cannot ground; a claim
-            whose content words occur in the documents and whose numbers occur in its own evidence sentences
-            counts as supported. ``auto`` (default): ``lexical`` with the embedded local judge, whose "no"
-            fell on grounded claims in faithful answers more often than in hallucinated ones (README),
-            ``judge`` with any other model. With ``lexical`` for both checks the score is the share of
-            grounded claims and the embedded judge only labels the ungrounded ones as contradicted or absent.
+        prove_support: skip the judge for a claim code can *prove* supported: one document sentence contains
+            it, up to inflection and number format, with every number, name, negation and condition aligned
+            (``proof``). Every other claim is judged. On by default.
+        verdict_policy: what happens when the lexical check (the claim's numbers and content words looked up
+            in the documents) disagrees with the judge. Both verdicts are always recorded on the claim
+            (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge``: the
+            judge's verdict stands. ``strict``: a judge's "yes" for a claim whose numbers, or more than 30 %
+            of whose content words, occur nowhere in the documents becomes "idk" (a flag, never a raise: a
+            "no" or "idk" always stands). ``auto`` (default): ``judge`` with any configured model, ``strict``
+            with the embedded 1.5B judge, which says "yes" to added material (README, "The judge").
+        verdict_logprobs: ask the judge for the verdict tokens' log-probabilities and record P(yes) per claim
+            as ``p_supported``. ``auto`` (default): ``on`` with the embedded judge (llama.cpp returns them),
+            ``off`` with other models (not every provider supports ``logprobs``).
+        min_p_supported: with a judge that returns log-probabilities (the embedded one), a "yes" counts only
+            when the judge's probability of "yes" among yes/no/idk, ``p_supported``, is at least this; below
+            it the verdict is the judge's next most likely answer. 0 turns it off. Default 0.5.
         verdict_context: what each claim is judged against. ``documents``: all retrieved documents, once per
             call. ``evidence``: only the two document sentences that share the most words with the claim,
             picked in code. ``auto`` (default): ``evidence`` with the embedded local judge (a 1.5B model reads
@@ -57,9 +59,10 @@ class ScoringOptions(BaseModel):
     idk_policy: IdkPolicy = IdkPolicy.PENALIZE
     use_truths: bool = False
     claim_source: Literal["sentences", "judge"] = "sentences"
-    lexical_check: bool = True
-    absence_check: Literal["auto", "judge", "lexical"] = "auto"
-    contradiction_check: Literal["auto", "judge", "lexical"] = "auto"
+    prove_support: bool = True
+    verdict_policy: Literal["auto", "judge", "strict"] = "auto"
+    verdict_logprobs: Literal["auto", "on", "off"] = "auto"
+    min_p_supported: float = Field(default=0.5, ge=0.0, le=1.0)
     verdict_context: Literal["auto", "documents", "evidence"] = "auto"
     include_reason: bool = True
     judge_reason: bool = False
