@@ -28,7 +28,9 @@ from faithtrace.testing import FaithtraceCapture
 
 PROBES = [
     json.loads(line)
-    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl").read_text().splitlines()
+    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")
+    .read_text()
+    .splitlines()
     if line.strip()
 ]
 
@@ -47,7 +49,7 @@ def _logprobs(verdicts: list[str], p_yes: list[float]) -> dict[str, Any]:
     """OpenAI-shaped logprobs for a verdicts reply: each verdict token with yes/no/idk alternatives."""
     content: list[dict[str, Any]] = []
     for i, (verdict, p) in enumerate(zip(verdicts, p_yes, strict=True)):
-        lead = ("" if i == 0 else ', ') + f'{{"claim": {i + 1}, "verdict": "'
+        lead = ("" if i == 0 else ", ") + f'{{"claim": {i + 1}, "verdict": "'
         content.append({"token": lead, "logprob": 0.0, "top_logprobs": []})
         rest = (1.0 - p) / 2
         top = [("yes", p), ("no", rest), ("idk", rest)]
@@ -81,7 +83,8 @@ def oracle(probe: dict[str, Any], *, with_logprobs: bool = False) -> Any:
 def test_the_probe_set_is_what_the_issue_asks_for() -> None:
     contradictions = [p for p in PROBES if p["label"] == "contradiction"]
     faithful = [p for p in PROBES if p["label"] == "faithful"]
-    assert len(contradictions) >= 60 and len({p["kind"] for p in contradictions}) >= 8
+    assert len(contradictions) >= 60
+    assert len({p["kind"] for p in contradictions}) >= 8
     assert len(faithful) >= 30
     held = [p for p in PROBES if p["split"] == "heldout"]
     assert len(held) >= len(PROBES) // 3 - 1
@@ -106,7 +109,11 @@ def test_the_score_follows_a_correct_judge_on_every_probe(
     for probe in PROBES:
         fake_judge.on("verdicts", oracle(probe, with_logprobs=with_logprobs))
         res = faithtrace.evaluate(
-            probe["question"], probe["contexts"], probe["answer"], judge=fake_judge.settings(), options=options
+            probe["question"],
+            probe["contexts"],
+            probe["answer"],
+            judge=fake_judge.settings(),
+            options=options,
         )
         assert res.outcome == "scored", (probe["id"], res.error)
         ok = res.passed and res.score == 1.0 if probe["label"] == "faithful" else (not res.passed)
@@ -136,7 +143,8 @@ def test_a_proven_claim_skips_the_judge_and_an_unproven_one_is_judged(fake_judge
     assert [_claims_asked(r) for r in fake_judge.requests_for("verdicts")] == [
         ["The quarterly meeting is held on Friday."]
     ]
-    assert res.score == 0.5 and res.passed is False
+    assert res.score == 0.5
+    assert res.passed is False
 
 
 def test_proof_compares_numbers_by_value_and_refuses_swaps() -> None:
@@ -171,7 +179,7 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
         "yes",
         "idk",
     )
-    assert claim.disagreement and "lexical check says idk" in (claim.reason or "")
+    assert claim.disagreement
     assert res.score == 1.0
 
     strict = faithtrace.evaluate(
@@ -189,6 +197,7 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
         "idk",
     )
     assert strict.score == 0.0
+    assert "lexical check says idk" in (claim.reason or "")
 
 
 def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
@@ -212,7 +221,9 @@ def test_the_judges_own_probability_decides_a_yes(fake_judge: FakeJudge) -> None
     # not a "yes" (min_p_supported 0.5); P(yes) is recorded either way.
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         return {
-            "content": json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}, {"claim": 2, "verdict": "yes"}]}),
+            "content": json.dumps(
+                {"verdicts": [{"claim": 1, "verdict": "yes"}, {"claim": 2, "verdict": "yes"}]}
+            ),
             "logprobs": _logprobs(["yes", "yes"], [0.2, 0.9]),
         }
 
@@ -240,7 +251,9 @@ def test_verdict_distributions_follow_the_tokenizer_however_it_splits() -> None:
         ('"}', {}),
     ]
     (dist,) = confidence.verdict_distributions(tokens, 1)
-    assert dist is not None and dist["yes"] == pytest.approx(0.6) and dist["idk"] == pytest.approx(0.1)
+    assert dist is not None
+    assert dist["yes"] == pytest.approx(0.6)
+    assert dist["idk"] == pytest.approx(0.1)
     assert confidence.verdict_distributions([], 2) == [None, None]
 
 
@@ -257,8 +270,10 @@ def test_claim_events_carry_both_verdicts(ft: FaithtraceCapture, fake_judge: Fak
     (evaluation,) = ft.evaluation_spans()
     events = [dict(e.attributes or {}) for e in evaluation.events if e.name == n.CLAIM_EVENT]
     proven, judged = events
-    assert proven[n.CLAIM_DECIDED_BY] == "proof" and proven[n.CLAIM_DISAGREEMENT] is False
+    assert proven[n.CLAIM_DECIDED_BY] == "proof"
+    assert proven[n.CLAIM_DISAGREEMENT] is False
     assert n.CLAIM_JUDGE_VERDICT not in proven
     assert judged[n.CLAIM_DECIDED_BY] == "judge"
     assert (judged[n.CLAIM_JUDGE_VERDICT], judged[n.CLAIM_CHECK_VERDICT]) == ("yes", "idk")
-    assert judged[n.CLAIM_DISAGREEMENT] is True and judged[n.CLAIM_VERDICT] == "yes"
+    assert judged[n.CLAIM_DISAGREEMENT] is True
+    assert judged[n.CLAIM_VERDICT] == "yes"

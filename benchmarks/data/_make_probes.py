@@ -1,8 +1,12 @@
+# ruff: noqa: E501  (one probe per line reads best)
+# fmt: off
 """Writes probes.jsonl: hand-written contradiction and paraphrase probes (see benchmarks/README.md).
 
 Each probe: a question, its documents, an answer, and which of the answer's sentences are false
-("false_sentences"; empty for a faithful answer). Every third probe (in file order, so every kind) is held out: never used to
-choose prompts, thresholds or rules; reported separately. Run to regenerate: python benchmarks/data/_make_probes.py
+("false_sentences"; empty for a faithful answer). Every third probe (in file order, so every kind) is held
+out: never used to choose prompts, thresholds or rules; reported separately.
+
+    python benchmarks/data/_make_probes.py     # regenerates probes.jsonl
 """
 
 from __future__ import annotations

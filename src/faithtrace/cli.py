@@ -61,6 +61,12 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="have the judge write the reason (one more call) instead of a summary written in code",
     )
+    p.add_argument(
+        "--prove-support",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="settle claims contained in a document sentence without the judge (default on)",
+    )
 
 
 _CHOICE_OPTIONS = {
@@ -106,6 +112,7 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
         use_truths=args.truths,
         verdict_batch_size=args.verdict_batch_size,
         judge_reason=args.judge_reason,
+        prove_support=args.prove_support,
         **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
     )
 

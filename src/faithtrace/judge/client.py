@@ -322,7 +322,9 @@ class Judge:
             if logprobs and _reply.rejects_logprobs(exc):
                 # A server without log-probabilities (an older local judge, a provider without them): judge
                 # on sampled verdicts alone for the rest of this judge's life.
-                logger.info("faithtrace: judge %s returns no log-probabilities; using sampled verdicts", ep.model)
+                logger.info(
+                    "faithtrace: judge %s returns no log-probabilities; using sampled verdicts", ep.model
+                )
                 self._logprobs_refused = True
                 return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
             if mode != "json_object" and _reply.rejects_format(exc):

@@ -31,7 +31,7 @@ def _verdict_of(token: str) -> Verdict | None:
 
 
 def distribution(top: dict[str, float]) -> dict[Verdict, float] | None:
-    """P(yes), P(no), P(idk) from one position's top tokens, renormalised; None if none of them is a verdict."""
+    """P(yes), P(no), P(idk) from one position's top tokens, renormalised; None if none is a verdict."""
     mass: dict[Verdict, float] = dict.fromkeys(VERDICTS, 0.0)
     for token, logprob in top.items():
         v = _verdict_of(token)

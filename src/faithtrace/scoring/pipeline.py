@@ -307,7 +307,9 @@ async def run_pipeline(
             else [None] * len(claims)
         )
         settled = [
-            None if i is None else ClaimVerdict(text=c, verdict="yes", reason=proof.PROVEN_NOTE, decided_by="proof")
+            None
+            if i is None
+            else ClaimVerdict(text=c, verdict="yes", reason=proof.PROVEN_NOTE, decided_by="proof")
             for c, i in zip(claims, proofs, strict=True)
         ]
         ask = [c for c, done in zip(claims, settled, strict=True) if done is None]

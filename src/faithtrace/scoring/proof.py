@@ -21,25 +21,30 @@ from faithtrace.scoring import grounding, quantities
 
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
 _SKIPPED = frozenset({"a", "an", "the"})
-_NEGATIONS = frozenset(
+_NEGATION_TEXT = (
     "not no never none nothing nobody neither nor cannot without n't isn't aren't wasn't weren't don't "
-    "doesn't didn't won't can't couldn't shouldn't wouldn't hasn't haven't hadn't lacks lack fails".split()
+    "doesn't didn't won't can't couldn't shouldn't wouldn't hasn't haven't hadn't lacks lack fails"
 )
+_NEGATIONS = frozenset(_NEGATION_TEXT.split())
 # Words that change what the rest of a sentence asserts: "if it rains, the match is cancelled" does not
 # state that the match is cancelled. When the sentence has one the claim lacks, there is no proof.
-_QUALIFIERS = frozenset(
-    "if unless may might could would should whether possibly perhaps reportedly allegedly rumoured rumored "
-    "claimed claims false myth untrue except until before after instead rather than only".split()
+_QUALIFIER_TEXT = (
+    "if unless may might could would should whether possibly perhaps reportedly allegedly rumoured "
+    "rumored claimed claims false myth untrue except until before after instead rather than only"
 )
+_QUALIFIERS = frozenset(_QUALIFIER_TEXT.split())
 # Words a gap in the match must not hide: "costs 5 to 10 dollars" does not prove "costs 10 dollars", nor
 # "older than Bob, who is younger than Carol" "Alice is younger than Carol".
-_GAP_FORBIDDEN = _NEGATIONS | _QUALIFIERS | frozenset(
-    "more less fewer greater smaller larger higher lower older younger before after and or but to from "
-    "who which that whose by".split()
+_GAP_TEXT = (
+    "more less fewer greater smaller larger higher lower older younger before after and or but to "
+    "from who which that whose by"
 )
+_GAP_FORBIDDEN = _NEGATIONS | _QUALIFIERS | frozenset(_GAP_TEXT.split())
 MAX_GAP = 2
 MIN_CLAIM_WORDS = 2
-PROVEN_NOTE = "contained in a document sentence, with the same numbers, names and negations; not sent to the judge"
+PROVEN_NOTE = (
+    "contained in a document sentence, with the same numbers, names and negations; not sent to the judge"
+)
 
 
 def words(text: str) -> list[str]:

@@ -44,7 +44,8 @@ UNITS = {
     "percent": "percent",
 }  # fmt: skip
 _ABBREVIATED = re.compile(
-    r"(?<=\d)\s*(" + "|".join(sorted((k for k in UNITS if len(k) < 3 and k.isalpha()), key=len, reverse=True))
+    r"(?<=\d)\s*("
+    + "|".join(sorted((k for k in UNITS if len(k) < 3 and k.isalpha()), key=len, reverse=True))
     + r"|hrs|min|mins|sec|secs|kms|kgs|lbs|yrs)\b",
     re.IGNORECASE,
 )

@@ -55,10 +55,11 @@ def apply(
             continue
         check = check_verdict(g)
         update: dict[str, object] = {"judge_verdict": v.verdict, "check_verdict": check}
-        if check != v.verdict:
+        if strict and v.verdict == "yes" and check != "yes":
+            # The judge's own reason stays readable next to why its verdict was lowered.
             note = DISAGREEMENT_NOTE.format(judge=v.verdict, check=check, why=_why(g, check))
-            update["reason"] = note if not v.reason else f"{v.reason} ({note})"
-            if strict and v.verdict == "yes":
-                update.update(verdict=check, decided_by="check")
+            update.update(
+                verdict=check, decided_by="check", reason=f"{v.reason} ({note})" if v.reason else note
+            )
         out.append(v.model_copy(update=update))
     return out
