@@ -86,6 +86,29 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def rethreshold(rows: list[dict[str, Any]], t: float, threshold: float = 0.7) -> list[dict[str, Any]]:
+    """The rows as a run with ``min_p_supported=t`` (t >= the run's own) would have scored them.
+
+    Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
+    run already applied its own, lower threshold), then ``strict`` lowers a "yes" the check cannot ground.
+    """
+    out = []
+    for row in rows:
+        yes = 0
+        for c in row["claims"]:
+            if c["decided_by"] == "proof":
+                yes += 1
+            elif c["p_supported"] is None:
+                yes += c["verdict"] == "yes"
+            else:
+                yes += c["p_supported"] >= t and c["check_verdict"] in (None, "yes")
+        score = yes / len(row["claims"]) if row["claims"] else None
+        new = {**row, "score": score, "passed": None if score is None else score >= threshold}
+        new["caught"] = caught(new)
+        out.append(new)
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| probes | split | n | caught | share |", "|---|---|---|---|---|"]
     for label, what in (
@@ -127,9 +150,17 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=HERE / "results/probes_rows.jsonl")
     parser.add_argument("--table-only", action="store_true", help="print the table of an earlier --out file")
+    parser.add_argument(
+        "--min-p",
+        type=float,
+        default=None,
+        help="with --table-only: re-decide judged claims at this min_p_supported (>= the run's own)",
+    )
     args = parser.parse_args()
     if args.table_only:
         rows = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
+        if args.min_p is not None:
+            rows = rethreshold(rows, args.min_p)
     else:
         rows = run(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)
