@@ -129,7 +129,7 @@ def sweep(
 
 
 def _host_work_fast(question: str, contexts: list[str]) -> str:
-    # Reworded from the context, so that the judge is asked (a sentence the context contains is proven in code).
+    # Reworded from the context, so that the judge is asked (a contained sentence is proven in code).
     return "With a receipt, refunds are accepted for 30 days."
 
 
