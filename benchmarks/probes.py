@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def rethreshold(rows: list[dict[str, Any]], t: float, threshold: float = 0.7) -> list[dict[str, Any]]:
+def rethreshold(
+    rows: list[dict[str, Any]], t: float, strict: bool, threshold: float = 0.7
+) -> list[dict[str, Any]]:
     """The rows as a run with ``min_p_supported=t`` (t >= the run's own) would have scored them.
 
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
@@ -101,7 +103,7 @@ def rethreshold(rows: list[dict[str, Any]], t: float, threshold: float = 0.7) ->
             elif c["p_supported"] is None:
                 yes += c["verdict"] == "yes"
             else:
-                yes += c["p_supported"] >= t and c["check_verdict"] in (None, "yes")
+                yes += c["p_supported"] >= t and (not strict or c["check_verdict"] in (None, "yes"))
         score = yes / len(row["claims"]) if row["claims"] else None
         new = {**row, "score": score, "passed": None if score is None else score >= threshold}
         new["caught"] = caught(new)
@@ -156,11 +158,12 @@ def main() -> None:
         default=None,
         help="with --table-only: re-decide judged claims at this min_p_supported (>= the run's own)",
     )
+    parser.add_argument("--policy", choices=("judge", "strict"), default="judge", help="with --min-p")
     args = parser.parse_args()
     if args.table_only:
         rows = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
         if args.min_p is not None:
-            rows = rethreshold(rows, args.min_p)
+            rows = rethreshold(rows, args.min_p, args.policy == "strict")
     else:
         rows = run(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -203,7 +203,7 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
 def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
     # Every word of the role swap is in the documents; the judge's "no" stands under every policy.
     fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
-    for policy in ("auto", "judge", "strict"):
+    for policy in ("judge", "strict"):
         res = faithtrace.evaluate(
             None,
             ["Under the lease, the tenant pays the landlord a monthly rent."],
@@ -218,7 +218,7 @@ def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
 
 def test_the_judges_own_probability_decides_a_yes(fake_judge: FakeJudge) -> None:
     # The sampled token says "yes", but the judge put only 0.2 on it: with log-probabilities read, that is
-    # not a "yes" (min_p_supported 0.5); P(yes) is recorded either way.
+    # not a "yes" (min_p_supported 0.8); P(yes) is recorded either way.
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         return {
             "content": json.dumps(

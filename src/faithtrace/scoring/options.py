@@ -30,17 +30,18 @@ class ScoringOptions(BaseModel):
             (``proof``). Every other claim is judged. On by default.
         verdict_policy: what happens when the lexical check (the claim's numbers and content words looked up
             in the documents) disagrees with the judge. Both verdicts are always recorded on the claim
-            (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge``: the
-            judge's verdict stands. ``strict``: a judge's "yes" for a claim whose numbers, or more than 30 %
-            of whose content words, occur nowhere in the documents becomes "idk" (a flag, never a raise: a
-            "no" or "idk" always stands). ``auto`` (default): ``judge`` with any configured model, ``strict``
-            with the embedded 1.5B judge, which says "yes" to added material (README, "The judge").
+            (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge`` (default):
+            the judge's verdict stands. ``strict``: a judge's "yes" for a claim whose numbers, or more than
+            30 % of whose content words, occur nowhere in the documents is lowered to the check's verdict (a
+            flag, never a raise: a "no" or "idk" always stands); it trades paraphrases for added material.
         verdict_logprobs: ask the judge for the verdict tokens' log-probabilities and record P(yes) per claim
             as ``p_supported``. ``auto`` (default): ``on`` with the embedded judge (llama.cpp returns them),
             ``off`` with other models (not every provider supports ``logprobs``).
         min_p_supported: with a judge that returns log-probabilities (the embedded one), a "yes" counts only
             when the judge's probability of "yes" among yes/no/idk, ``p_supported``, is at least this; below
-            it the verdict is the judge's next most likely answer. 0 turns it off. Default 0.5.
+            it the verdict is the judge's next most likely answer. 0 turns it off. Default 0.8, chosen on the
+            tuning two thirds of the probe set (benchmarks/README.md): the embedded judge writes "yes" for
+            many contradictions, but with P(yes) below 0.8 for most of them, above it for most paraphrases.
         verdict_context: what each claim is judged against. ``documents``: all retrieved documents, once per
             call. ``evidence``: only the two document sentences that share the most words with the claim,
             picked in code. ``auto`` (default): ``evidence`` with the embedded local judge (a 1.5B model reads
@@ -60,9 +61,9 @@ class ScoringOptions(BaseModel):
     use_truths: bool = False
     claim_source: Literal["sentences", "judge"] = "sentences"
     prove_support: bool = True
-    verdict_policy: Literal["auto", "judge", "strict"] = "auto"
+    verdict_policy: Literal["judge", "strict"] = "judge"
     verdict_logprobs: Literal["auto", "on", "off"] = "auto"
-    min_p_supported: float = Field(default=0.5, ge=0.0, le=1.0)
+    min_p_supported: float = Field(default=0.8, ge=0.0, le=1.0)
     verdict_context: Literal["auto", "documents", "evidence"] = "auto"
     include_reason: bool = True
     judge_reason: bool = False

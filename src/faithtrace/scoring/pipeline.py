@@ -323,7 +323,7 @@ async def run_pipeline(
         run.record("verdicts", calls, t0)
         answers = iter(judged)
         merged = [done if done is not None else next(answers) for done in settled]
-        strict = local_mode(options.verdict_policy, judge.settings, "strict", "judge") == "strict"
+        strict = options.verdict_policy == "strict"
         verdicts = verdict_checks.apply(merged, grounding.check_claims(claims, documents, question), strict)
         outcome = Outcome.SCORED
 

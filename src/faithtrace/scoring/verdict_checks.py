@@ -8,7 +8,7 @@ Three rules, in this order of power:
   when its numbers or most of its words are nowhere in the documents, "no" when it is negated where its
   evidence is not, "yes" otherwise) is recorded next to it, so a disagreement is visible on the claim and its
   event, whoever wins.
-* ``verdict_policy="strict"`` (the default with the embedded judge only) lets the check lower a judge's
+* ``verdict_policy="strict"`` (an option; the default is the judge's verdict) lets the check lower a judge's
   "yes" it cannot ground to its own verdict, recorded as ``decided_by="check"``. The check never raises a
   verdict: a word-overlap check cannot tell a paraphrase from a contradiction, so it must never turn a
   judge's "no" into "yes".
