@@ -257,7 +257,8 @@ async def test_a_judged_idk_stands_for_hosted_models(fake_judge: FakeJudge) -> N
 
 def test_auto_options_pick_the_local_behaviour_only_for_the_embedded_judge() -> None:
     local, hosted = JudgeSettings(model=None), JudgeSettings(model="openai/gpt-4o-mini")
-    assert ScoringOptions().verdict_policy == "judge"  # for every judge: the check flags, the judge decides
+    assert local_mode(ScoringOptions().verdict_policy, local, "numbers", "judge") == "numbers"
+    assert local_mode(ScoringOptions().verdict_policy, hosted, "numbers", "judge") == "judge"
     assert local_mode(ScoringOptions().verdict_logprobs, local, "on", "off") == "on"
     assert local_mode(ScoringOptions().verdict_logprobs, hosted, "on", "off") == "off"
     assert local_mode(ScoringOptions().verdict_context, local, "evidence", "documents") == "evidence"

@@ -203,7 +203,7 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
 def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
     # Every word of the role swap is in the documents; the judge's "no" stands under every policy.
     fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
-    for policy in ("judge", "strict"):
+    for policy in ("auto", "judge", "numbers", "strict"):
         res = faithtrace.evaluate(
             None,
             ["Under the lease, the tenant pays the landlord a monthly rent."],
@@ -277,3 +277,22 @@ def test_claim_events_carry_both_verdicts(ft: FaithtraceCapture, fake_judge: Fak
     assert (judged[n.CLAIM_JUDGE_VERDICT], judged[n.CLAIM_CHECK_VERDICT]) == ("yes", "idk")
     assert judged[n.CLAIM_DISAGREEMENT] is True
     assert judged[n.CLAIM_VERDICT] == "yes"
+
+
+def test_the_numbers_policy_lowers_a_yes_only_for_a_number_its_evidence_lacks(fake_judge: FakeJudge) -> None:
+    # What the embedded judge gets by default: it says "yes" to a swapped year. A number compared by value
+    # ("eight kilometres" for "8 km") and a synonym are not lowered.
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": i, "verdict": "yes"} for i in (1, 2, 3)]}))
+    res = faithtrace.evaluate(
+        None,
+        ["The bridge opened to traffic in 1937. The footpath along it is 8 km long."],
+        "Traffic first crossed the bridge in 1951. Its footpath measures eight kilometres. Traffic first "
+        "crossed the bridge in 1937.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_policy="numbers", prove_support=False),
+    )
+    assert [(c.verdict, c.decided_by, c.judge_verdict) for c in res.claims] == [
+        ("idk", "check", "yes"),
+        ("yes", "judge", "yes"),
+        ("yes", "judge", "yes"),
+    ]

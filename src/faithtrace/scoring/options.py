@@ -30,10 +30,14 @@ class ScoringOptions(BaseModel):
             (``proof``). Every other claim is judged. On by default.
         verdict_policy: what happens when the lexical check (the claim's numbers and content words looked up
             in the documents) disagrees with the judge. Both verdicts are always recorded on the claim
-            (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge`` (default):
-            the judge's verdict stands. ``strict``: a judge's "yes" for a claim whose numbers, or more than
-            30 % of whose content words, occur nowhere in the documents is lowered to the check's verdict (a
-            flag, never a raise: a "no" or "idk" always stands); it trades paraphrases for added material.
+            (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge``: the
+            judge's verdict stands. ``numbers``: a judge's "yes" for a claim with a number (compared by
+            value: "10,000" = "10 000") that none of its evidence sentences contains becomes "idk".
+            ``strict``:
+            also a "yes" for a claim more than 30 % of whose content words occur nowhere in the documents (it
+            trades faithful synonyms for added material). The check never raises a verdict: a "no" or "idk"
+            always stands. ``auto`` (default): ``judge`` with any configured model, ``numbers`` with the
+            embedded 1.5B judge, which says "yes" to a swapped year.
         verdict_logprobs: ask the judge for the verdict tokens' log-probabilities and record P(yes) per claim
             as ``p_supported``. ``auto`` (default): ``on`` with the embedded judge (llama.cpp returns them),
             ``off`` with other models (not every provider supports ``logprobs``).
@@ -61,7 +65,7 @@ class ScoringOptions(BaseModel):
     use_truths: bool = False
     claim_source: Literal["sentences", "judge"] = "sentences"
     prove_support: bool = True
-    verdict_policy: Literal["judge", "strict"] = "judge"
+    verdict_policy: Literal["auto", "judge", "numbers", "strict"] = "auto"
     verdict_logprobs: Literal["auto", "on", "off"] = "auto"
     min_p_supported: float = Field(default=0.8, ge=0.0, le=1.0)
     verdict_context: Literal["auto", "documents", "evidence"] = "auto"

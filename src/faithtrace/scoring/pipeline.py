@@ -323,8 +323,8 @@ async def run_pipeline(
         run.record("verdicts", calls, t0)
         answers = iter(judged)
         merged = [done if done is not None else next(answers) for done in settled]
-        strict = options.verdict_policy == "strict"
-        verdicts = verdict_checks.apply(merged, grounding.check_claims(claims, documents, question), strict)
+        policy = local_mode(options.verdict_policy, judge.settings, "numbers", "judge")
+        verdicts = verdict_checks.apply(merged, grounding.check_claims(claims, documents, question), policy)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.

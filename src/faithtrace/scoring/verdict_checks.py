@@ -8,10 +8,12 @@ Three rules, in this order of power:
   when its numbers or most of its words are nowhere in the documents, "no" when it is negated where its
   evidence is not, "yes" otherwise) is recorded next to it, so a disagreement is visible on the claim and its
   event, whoever wins.
-* ``verdict_policy="strict"`` (an option; the default is the judge's verdict) lets the check lower a judge's
-  "yes" it cannot ground to its own verdict, recorded as ``decided_by="check"``. The check never raises a
-  verdict: a word-overlap check cannot tell a paraphrase from a contradiction, so it must never turn a
-  judge's "no" into "yes".
+* ``verdict_policy`` decides whether the check may lower a judge's "yes" to its own verdict, recorded as
+  ``decided_by="check"``: never (``judge``, the default with any configured model); when a number of the
+  claim (compared by value) is in none of its evidence sentences (``numbers``, the default with the
+  embedded judge, which says "yes" to a swapped year); or when it cannot ground the claim at all
+  (``strict``). The check never raises a verdict: word overlap cannot tell a paraphrase from a
+  contradiction, so it must never turn a judge's "no" into "yes".
 """
 
 from __future__ import annotations
@@ -41,10 +43,19 @@ def _why(g: grounding.Grounding, verdict: Verdict) -> str:
     return "the documents contain its numbers and words"
 
 
+def lowers(policy: str, g: grounding.Grounding) -> bool:
+    """Whether ``policy`` lowers a judge's "yes" for a claim with grounding ``g``."""
+    if policy == "strict":
+        return check_verdict(g) != "yes"
+    if policy == "numbers":
+        return bool(g.numbers_missing)
+    return False
+
+
 def apply(
-    verdicts: Sequence[ClaimVerdict], found: Sequence[grounding.Grounding], strict: bool
+    verdicts: Sequence[ClaimVerdict], found: Sequence[grounding.Grounding], policy: str
 ) -> list[ClaimVerdict]:
-    """The judge's ``verdicts`` with the check's view recorded, lowered where ``strict`` says so.
+    """The judge's ``verdicts`` with the check's view recorded, lowered where ``policy`` says so.
 
     ``found``: the claims' groundings, in the same order. Verdicts already decided by proof pass unchanged.
     """
@@ -55,7 +66,7 @@ def apply(
             continue
         check = check_verdict(g)
         update: dict[str, object] = {"judge_verdict": v.verdict, "check_verdict": check}
-        if strict and v.verdict == "yes" and check != "yes":
+        if v.verdict == "yes" and lowers(policy, g):
             # The judge's own reason stays readable next to why its verdict was lowered.
             note = DISAGREEMENT_NOTE.format(judge=v.verdict, check=check, why=_why(g, check))
             update.update(
