@@ -87,23 +87,30 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def rethreshold(
-    rows: list[dict[str, Any]], t: float, strict: bool, threshold: float = 0.7
+    rows: list[dict[str, Any]], t: float, policy: str, threshold: float = 0.7
 ) -> list[dict[str, Any]]:
     """The rows as a run with ``min_p_supported=t`` (t >= the run's own) would have scored them.
 
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
     run already applied its own, lower threshold), then ``strict`` lowers a "yes" the check cannot ground.
     """
+    from faithtrace.scoring import grounding, verdict_checks
+
+    probes = {p["id"]: p for p in map(json.loads, PROBES.read_text().splitlines()) if p}
     out = []
     for row in rows:
+        probe = probes[row["id"]]
+        found = grounding.check_claims(
+            [c["text"] for c in row["claims"]], probe["contexts"], probe["question"]
+        )
         yes = 0
-        for c in row["claims"]:
+        for c, g in zip(row["claims"], found, strict=True):
             if c["decided_by"] == "proof":
                 yes += 1
             elif c["p_supported"] is None:
                 yes += c["verdict"] == "yes"
             else:
-                yes += c["p_supported"] >= t and (not strict or c["check_verdict"] in (None, "yes"))
+                yes += c["p_supported"] >= t and not verdict_checks.lowers(policy, g)
         score = yes / len(row["claims"]) if row["claims"] else None
         new = {**row, "score": score, "passed": None if score is None else score >= threshold}
         new["caught"] = caught(new)
@@ -158,12 +165,14 @@ def main() -> None:
         default=None,
         help="with --table-only: re-decide judged claims at this min_p_supported (>= the run's own)",
     )
-    parser.add_argument("--policy", choices=("judge", "strict"), default="judge", help="with --min-p")
+    parser.add_argument(
+        "--policy", choices=("judge", "numbers", "strict"), default="numbers", help="with --min-p"
+    )
     args = parser.parse_args()
     if args.table_only:
         rows = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
         if args.min_p is not None:
-            rows = rethreshold(rows, args.min_p, args.policy == "strict")
+            rows = rethreshold(rows, args.min_p, args.policy)
     else:
         rows = run(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)

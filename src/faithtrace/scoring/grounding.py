@@ -145,6 +145,8 @@ class Grounding:
     # The claim is negated and its evidence is not, or the other way round ("does not accept returns" against
     # "accepts returns"): every word can be in the documents while the claim says the opposite.
     polarity_differs: bool = False
+    # The claim's numbers that occur nowhere in the documents or the question (not just not in its evidence).
+    numbers_absent: tuple[str, ...] = ()
 
     @property
     def missing_share(self) -> float:
@@ -202,7 +204,8 @@ def check_claims(claims: Sequence[str], documents: Sequence[str], question: str 
         numbers = {t for i in near for t in _tokens(sentences[i]) if t[0].isdigit()}
         got = check(claim, vocabulary, frozenset(numbers | asked))
         differs = bool(near) and _negated(claim) != any(_negated(sentences[i]) for i in near)
-        out.append(dataclasses.replace(got, polarity_differs=differs))
+        absent = tuple(n for n in got.numbers_missing if n not in vocabulary.stems)
+        out.append(dataclasses.replace(got, polarity_differs=differs, numbers_absent=absent))
     return out
 
 

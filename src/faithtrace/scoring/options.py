@@ -32,7 +32,7 @@ class ScoringOptions(BaseModel):
             in the documents) disagrees with the judge. Both verdicts are always recorded on the claim
             (``judge_verdict``, ``check_verdict``) and on its ``faithtrace.claim`` event. ``judge``: the
             judge's verdict stands. ``numbers``: a judge's "yes" for a claim with a number (compared by
-            value: "10,000" = "10 000") that none of its evidence sentences contains becomes "idk".
+            value: "10,000" = "10 000") that occurs nowhere in the documents or question becomes "idk".
             ``strict``:
             also a "yes" for a claim more than 30 % of whose content words occur nowhere in the documents (it
             trades faithful synonyms for added material). The check never raises a verdict: a "no" or "idk"

@@ -10,7 +10,7 @@ Three rules, in this order of power:
   event, whoever wins.
 * ``verdict_policy`` decides whether the check may lower a judge's "yes" to its own verdict, recorded as
   ``decided_by="check"``: never (``judge``, the default with any configured model); when a number of the
-  claim (compared by value) is in none of its evidence sentences (``numbers``, the default with the
+  claim (compared by value) is nowhere in the documents (``numbers``, the default with the
   embedded judge, which says "yes" to a swapped year); or when it cannot ground the claim at all
   (``strict``). The check never raises a verdict: word overlap cannot tell a paraphrase from a
   contradiction, so it must never turn a judge's "no" into "yes".
@@ -48,7 +48,9 @@ def lowers(policy: str, g: grounding.Grounding) -> bool:
     if policy == "strict":
         return check_verdict(g) != "yes"
     if policy == "numbers":
-        return bool(g.numbers_missing)
+        # Anywhere in the documents, not just in the claim's evidence: evidence is picked by shared words,
+        # and a faithful claim that merges two sentences often shares none with the one holding its number.
+        return bool(g.numbers_absent)
     return False
 
 
