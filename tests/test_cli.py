@@ -119,18 +119,18 @@ def test_eval_resumes_a_partial_run_and_retries_errors(
 ) -> None:
     data = write_dataset(tmp_path / "data.jsonl")
     out = tmp_path / "out.jsonl"
-    main(
-        [
-            "eval",
-            str(data),
-            "--out",
-            str(out),
-            "--judge",
-            "openai/fake-judge",
-            "--plain",
-            "--no-prove-support",
-        ]
-    )
+    # Every claim judged: the test counts the judge's calls.
+    args = [
+        "eval",
+        str(data),
+        "--out",
+        str(out),
+        "--judge",
+        "openai/fake-judge",
+        "--plain",
+        "--no-prove-support",
+    ]
+    main(args)
     records = read_jsonl(out)
     # Simulate an interrupted run: keep row "a", turn "b" into an error, drop the third, leave a torn line.
     kept = [r for r in records if r["id"] == "a"]
@@ -138,18 +138,7 @@ def test_eval_resumes_a_partial_run_and_retries_errors(
     out.write_text("\n".join(json.dumps(r) for r in [*kept, failed]) + '\n{"id": "line-6", "outc')
     before = len(judged.requests_for("verdicts"))
 
-    code = main(
-        [
-            "eval",
-            str(data),
-            "--out",
-            str(out),
-            "--judge",
-            "openai/fake-judge",
-            "--plain",
-            "--no-prove-support",
-        ]
-    )
+    code = main(args)
 
     assert code == 0
     assert len(judged.requests_for("verdicts")) - before == 2  # "b" (was an error) and "line-6"

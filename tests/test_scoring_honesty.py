@@ -64,6 +64,10 @@ def _logprobs(verdicts: list[str], p_yes: list[float]) -> dict[str, Any]:
     return {"content": content}
 
 
+def _views(res: Any) -> list[tuple[Any, ...]]:
+    return [(c.verdict, c.decided_by, c.judge_verdict, c.check_verdict) for c in res.claims]
+
+
 def oracle(probe: dict[str, Any], *, with_logprobs: bool = False) -> Any:
     """A judge that answers every claim of ``probe`` correctly: "no" for its false sentences, else "yes"."""
     false = set(probe["false_sentences"])
@@ -172,14 +176,8 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
     fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}]}))
     doc = ["The office is open Monday to Friday."]
     res = faithtrace.evaluate(None, doc, "The office opens on weekdays only.", judge=fake_judge.settings())
-    (claim,) = res.claims
-    assert (claim.verdict, claim.decided_by, claim.judge_verdict, claim.check_verdict) == (
-        "yes",
-        "judge",
-        "yes",
-        "idk",
-    )
-    assert claim.disagreement
+    assert _views(res) == [("yes", "judge", "yes", "idk")]
+    assert res.claims[0].disagreement
     assert res.score == 1.0
 
     strict = faithtrace.evaluate(
@@ -189,15 +187,9 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
         judge=fake_judge.settings(),
         options=ScoringOptions(verdict_policy="strict"),
     )
-    (claim,) = strict.claims
-    assert (claim.verdict, claim.decided_by, claim.judge_verdict, claim.check_verdict) == (
-        "idk",
-        "check",
-        "yes",
-        "idk",
-    )
+    assert _views(strict) == [("idk", "check", "yes", "idk")]
     assert strict.score == 0.0
-    assert "lexical check says idk" in (claim.reason or "")
+    assert "lexical check says idk" in (strict.claims[0].reason or "")
 
 
 def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
