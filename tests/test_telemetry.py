@@ -26,7 +26,7 @@ from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_fa
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
 
-ANSWER = "Paris is the capital of France. The Seine never flows through Paris. Paris has a famous museum."
+ANSWER = "The capital of France is Paris. The Seine never flows through Paris. Paris has a famous museum."
 
 
 _ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True)
@@ -361,7 +361,7 @@ def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
         faithtrace.configure(prometheus=0, judge={_judge_code(fake_judge)})
         @faithtrace.trace_faithfulness(name="bot")
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         host, port = prometheus_address()
@@ -439,7 +439,7 @@ def test_otlp_export_from_standard_env_vars(
         assert type(trace.get_tracer_provider()).__name__ == "TracerProvider"
         @faithtrace.trace_faithfulness
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         faithtrace.shutdown()
@@ -467,7 +467,7 @@ def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge:
         trace.set_tracer_provider(provider)  # the app's own set-up; faithtrace.configure() is never called
         @faithtrace.trace_faithfulness
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         spans = {x.name: x for x in exporter.get_finished_spans()}

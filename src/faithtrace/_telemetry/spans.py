@@ -255,7 +255,18 @@ def emit_evaluation(
 
     shown = result.claims[: options.max_claim_events]
     for index, claim in enumerate(shown):
-        attrs: Attributes = {n.CLAIM_INDEX: index, n.CLAIM_VERDICT: claim.verdict}
+        attrs: Attributes = {
+            n.CLAIM_INDEX: index,
+            n.CLAIM_VERDICT: claim.verdict,
+            n.CLAIM_DECIDED_BY: claim.decided_by,
+            n.CLAIM_DISAGREEMENT: claim.disagreement,
+        }
+        if claim.judge_verdict is not None:
+            attrs[n.CLAIM_JUDGE_VERDICT] = claim.judge_verdict
+        if claim.check_verdict is not None:
+            attrs[n.CLAIM_CHECK_VERDICT] = claim.check_verdict
+        if claim.p_supported is not None:
+            attrs[n.CLAIM_P_SUPPORTED] = claim.p_supported
         if options.content:
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:
