@@ -38,6 +38,7 @@ class CountingExporter(SpanExporter):
             "dropped": 0,
             "rag_spans": 0,
             "judge_calls": 0,
+            "remote_rag_spans": 0,
         }
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -55,6 +56,8 @@ class CountingExporter(SpanExporter):
                     self.counts["judge_calls"] += 1
                 elif names.SAMPLED in attrs:
                     self.counts["rag_spans"] += 1
+                    if attrs.get(names.SCORING_REMOTE):
+                        self.counts["remote_rag_spans"] += 1
                     if attrs.get(names.SAMPLING_REASON) == "queue_full":
                         self.counts["dropped"] += 1
         return SpanExportResult.SUCCESS
@@ -94,9 +97,12 @@ class Faithtrace:
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
 
-    def configure(self, *, concurrency: int, queue_size: int, rate: float) -> None:
+    def configure(
+        self, *, concurrency: int, queue_size: int, rate: float, scoring: str | None = None
+    ) -> None:
         self._concurrency = concurrency
         faithtrace.configure(
+            scoring=scoring,
             judge=faithtrace.JudgeSettings(
                 model="openai/bench-fake",
                 api_base=self.judge_base,

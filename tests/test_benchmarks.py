@@ -102,15 +102,18 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     assert over["memory_over_time"]
 
 
-def test_eval_cpu_scores_every_call_and_reports_cpu_per_evaluation(tmp_path: Path) -> None:
+def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -> None:
     out = tmp_path / "eval-cpu.json"
     _run("eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
-    data = json.loads(out.read_text())
-    summary = data["summary"]
-    assert summary["errors"] == []
-    assert summary["spans"]["scored"] == 40  # 20 warm-up + 2 x 10: every call was really scored
-    assert summary["judge_calls_per_evaluation"] >= 1
-    assert summary["cpu_ms_per_evaluation_median"] > 0
+    modes = {m["mode"]: m for m in json.loads(out.read_text())["modes"]}
+    local, remote = modes["in-process"], modes["remote"]
+    assert local["errors"] == [] and remote["errors"] == []
+    assert local["spans"]["scored"] == 40  # 20 warm-up + 2 x 10: every call was really scored
+    assert local["judge_calls_per_call"] >= 1
+    assert local["cpu_ms_per_call_median"] > 0
+    # remote: every call recorded with its texts for `faithtrace serve`, nothing scored in the host
+    assert remote["spans"]["remote_rag_spans"] == 40
+    assert remote["spans"]["evaluations"] == 0 and remote["judge_calls_per_call"] == 0
 
 
 def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str) -> None:
