@@ -58,11 +58,12 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     assert (output["label"], output["outcome"], output["threshold"]) == ("fail", "scored", 0.7)
     assert output["reason"] == REASON_TEXT
     assert [(c["claim"], c["verdict"]) for c in output["claims"]] == [
-        ("Paris is the capital of France.", "yes"),
+        ("The capital of France is Paris.", "yes"),
         ("The Seine never flows through Paris.", "no"),
         ("Paris has a famous museum.", "idk"),
     ]
     assert output["claims"][1]["reason"] == "checked claim 2"
+    assert {c["decided_by"] for c in output["claims"]} == {"judge"}
     counts = [
         attrs.pop(k) for k in (n.EVAL_CLAIMS_TOTAL, n.EVAL_CLAIMS_YES, n.EVAL_CLAIMS_NO, n.EVAL_CLAIMS_IDK)
     ]
@@ -176,7 +177,8 @@ def test_without_content_capture_no_messages_and_no_texts(ft: FaithtraceCapture,
     evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(content=False))
     assert n.INPUT_VALUE not in evaluation.attributes
     output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
-    assert [c for c in output["claims"]] == [{"verdict": "yes"}, {"verdict": "no"}, {"verdict": "idk"}]
+    assert [c["verdict"] for c in output["claims"]] == ["yes", "no", "idk"]
+    assert not any("claim" in c or "reason" in c for c in output["claims"])
     assert "reason" not in output
     for span in ft.spans():
         assert not any(

@@ -179,7 +179,12 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         doc["error"] = result.error.type
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
-        item: dict[str, Any] = {"verdict": claim.verdict}
+        # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
+        item: dict[str, Any] = {"verdict": claim.verdict, "decided_by": claim.decided_by}
+        if claim.disagreement:
+            item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
+        if claim.p_supported is not None:
+            item["p_supported"] = claim.p_supported
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
