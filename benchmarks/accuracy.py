@@ -92,8 +92,8 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
             "passed": res.passed,
             "outcome": str(res.outcome),
             "counts": res.counts.model_dump(),
-            # Per claim, for looking into a result later: [text, verdict, reason].
-            "claims": [[c.text, c.verdict, c.reason] for c in res.claims],
+            # Per claim, for looking into a result later: [text, verdict, reason, decided_by, P(yes)].
+            "claims": [[c.text, c.verdict, c.reason, c.decided_by, c.p_supported] for c in res.claims],
             "error": res.error.model_dump() if res.error else None,
             "llm_calls": res.llm_calls,
             "input_tokens": res.input_tokens,
@@ -108,13 +108,26 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
     return {"system": "faithtrace", **rec}
 
 
+def _support(rec: dict[str, Any]) -> float:
+    """The mean P(supported) over the claims: 1 for a proven claim, the judge's P(yes) where it returned one,
+    else 1/0 by verdict. A continuous score, so AUROC is a curve, not one point; rows stored before claims
+    carried P(yes) fall back to the score."""
+    claims = rec.get("claims") or []
+    if not claims or any(len(c) < 5 for c in claims):
+        return float(rec["score"])
+    values = [
+        1.0 if c[3] == "proof" else (c[4] if c[4] is not None else float(c[1] == "yes")) for c in claims
+    ]
+    return sum(values) / len(values)
+
+
 def faithtrace_record(rec: dict[str, Any], label: str) -> dict[str, Any]:
     scored = rec["score"] is not None
     return {
         **rec,
         "hallucinated": label == "hallucinated",
         # no_claims: nothing checkable was said, so nothing was found unsupported
-        "risk": 1.0 - rec["score"] if scored else 0.0,
+        "risk": 1.0 - _support(rec) if scored else 0.0,
         "predicted": rec.get("passed") is False,
         "invalid": rec["outcome"] in ("error", "exception"),
     }

@@ -129,7 +129,8 @@ def sweep(
 
 
 def _host_work_fast(question: str, contexts: list[str]) -> str:
-    return "Refunds are accepted within 30 days with a receipt."
+    # Reworded from the context, so that the judge is asked (a contained sentence is proven in code).
+    return "With a receipt, refunds are accepted for 30 days."
 
 
 def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:

@@ -150,8 +150,9 @@ def main() -> None:
             api_key="x",
         )
         assert reply.choices[0].message is not None
-        # The scripted server's reply is not an answer; the judge scores a fixed one.
-        return "Paris is the capital of France. The Seine flows through Paris."
+        # The scripted server's reply is not an answer; the judge scores a fixed one, reworded from the
+        # documents so that the judge decides it (a contained sentence would be proven in code).
+        return "The capital of France is Paris. Through Paris flows the Seine."
 
     async def serve() -> None:
         gate = asyncio.Semaphore(args.concurrency)

@@ -17,7 +17,7 @@ app = FastAPI()
 
 @faithtrace.trace_faithfulness
 def answer(question: str, contexts: list[str]) -> str:
-    return "Paris is the capital of France."
+    return "The capital of France is Paris."  # reworded: judged, not proven in code
 
 
 @app.get("/ask")

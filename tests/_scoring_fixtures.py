@@ -22,7 +22,7 @@ import pytest
 from faithtrace import JudgeSettings
 
 # A reply: the message content (str), or a dict with any of content / finish_reason / status / delay_s /
-# usage=(prompt_tokens, completion_tokens), or a callable(request_body) returning either.
+# usage=(prompt_tokens, completion_tokens) / logprobs, or a callable(request_body) returning either.
 Reply = str | dict[str, Any] | Callable[[dict[str, Any]], "str | dict[str, Any]"]
 
 _MARKERS = {
@@ -130,6 +130,8 @@ def _handler(fake: FakeJudge) -> type[BaseHTTPRequestHandler]:
                             "index": 0,
                             "message": _message(spec),
                             "finish_reason": spec.get("finish_reason", "stop"),
+                            # OpenAI's shape: {"content": [{"token", "logprob", "top_logprobs": [...]}]}
+                            **({"logprobs": spec["logprobs"]} if spec.get("logprobs") else {}),
                         }
                     ],
                     "usage": {

@@ -16,7 +16,8 @@ from _fake_judge import FakeJudge
 from faithtrace.testing import FaithtraceCapture
 
 CONTEXT = "Paris is the capital of France. The Seine flows through Paris."
-FAITHFUL = "Paris is the capital of France."
+# Reworded from CONTEXT, so that it is judged rather than proven in code (the tests watch the judge call).
+FAITHFUL = "The capital of France is Paris."
 QUESTION = "What is the capital of France?"
 
 

@@ -107,13 +107,15 @@ def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -
     _run("eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
     modes = {m["mode"]: m for m in json.loads(out.read_text())["modes"]}
     local, remote = modes["in-process"], modes["remote"]
-    assert local["errors"] == [] and remote["errors"] == []
+    assert local["errors"] == []
+    assert remote["errors"] == []
     assert local["spans"]["scored"] == 40  # 20 warm-up + 2 x 10: every call was really scored
     assert local["judge_calls_per_call"] >= 1
     assert local["cpu_ms_per_call_median"] > 0
     # remote: every call recorded with its texts for `faithtrace serve`, nothing scored in the host
     assert remote["spans"]["remote_rag_spans"] == 40
-    assert remote["spans"]["evaluations"] == 0 and remote["judge_calls_per_call"] == 0
+    assert remote["spans"]["evaluations"] == 0
+    assert remote["judge_calls_per_call"] == 0
 
 
 def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str) -> None:

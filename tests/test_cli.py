@@ -119,7 +119,18 @@ def test_eval_resumes_a_partial_run_and_retries_errors(
 ) -> None:
     data = write_dataset(tmp_path / "data.jsonl")
     out = tmp_path / "out.jsonl"
-    main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+    # Every claim judged: the test counts the judge's calls.
+    args = [
+        "eval",
+        str(data),
+        "--out",
+        str(out),
+        "--judge",
+        "openai/fake-judge",
+        "--plain",
+        "--no-prove-support",
+    ]
+    main(args)
     records = read_jsonl(out)
     # Simulate an interrupted run: keep row "a", turn "b" into an error, drop the third, leave a torn line.
     kept = [r for r in records if r["id"] == "a"]
@@ -127,7 +138,7 @@ def test_eval_resumes_a_partial_run_and_retries_errors(
     out.write_text("\n".join(json.dumps(r) for r in [*kept, failed]) + '\n{"id": "line-6", "outc')
     before = len(judged.requests_for("verdicts"))
 
-    code = main(["eval", str(data), "--out", str(out), "--judge", "openai/fake-judge", "--plain"])
+    code = main(args)
 
     assert code == 0
     assert len(judged.requests_for("verdicts")) - before == 2  # "b" (was an error) and "line-6"
@@ -138,7 +149,19 @@ def test_eval_limit_and_rich_output(
     judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = write_dataset(tmp_path / "data.jsonl")
-    code = main(["eval", str(data), "--limit", "1", "--judge", "openai/fake-judge", "--threshold", "0.5"])
+    code = main(
+        [
+            "eval",
+            str(data),
+            "--limit",
+            "1",
+            "--judge",
+            "openai/fake-judge",
+            "--threshold",
+            "0.5",
+            "--no-prove-support",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert len(judged.requests_for("verdicts")) == 1
@@ -220,9 +243,14 @@ def test_score_json(judged: FakeJudge, capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     assert result["outcome"] == "scored"
     assert result["score"] == 1.0
-    assert result["claims"] == [
-        {"text": "Paris is the capital of France.", "verdict": "yes", "reason": "reason 1"}
-    ]
+    (claim,) = result["claims"]
+    # Contained in the document: proven in code, the judge not asked.
+    assert (claim["text"], claim["verdict"], claim["decided_by"]) == (
+        "Paris is the capital of France.",
+        "yes",
+        "proof",
+    )
+    assert judged.requests_for("verdicts") == []
 
 
 def test_judge_status(capsys: pytest.CaptureFixture[str]) -> None:
@@ -233,19 +261,19 @@ def test_judge_status(capsys: pytest.CaptureFixture[str]) -> None:
 def test_scoring_options_reach_the_pipeline_from_flags(
     judged: FakeJudge, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The fake judge says "no" to Barcelona. Every word of the claim is in the documents, so with the lexical
-    # contradiction check the "no" is overruled; with the judge's call (the default for a hosted model) it
-    # stands. The judge-written reason costs its own call.
+    # The fake judge says "no" to Barcelona. Every word of the claim is in the documents: the lexical check
+    # would say "yes", and that disagreement is recorded, but no policy lets it raise the judge's "no". The
+    # judge-written reason costs its own call.
     base = ["score", "--context", "Madrid and Barcelona are cities of Spain; Madrid is its capital."]
     base += ["--answer", "Barcelona is the capital of Spain.", "--judge", "openai/fake-judge", "--json"]
 
-    assert main([*base, "--contradiction-check", "lexical"]) == 0
-    lexical = json.loads(capsys.readouterr().out)
+    assert main([*base, "--verdict-policy", "strict"]) == 0
+    strict = json.loads(capsys.readouterr().out)
     assert main([*base, "--judge-reason"]) == 0
     judged_no = json.loads(capsys.readouterr().out)
 
-    assert [c["verdict"] for c in lexical["claims"]] == ["yes"]
-    assert lexical["score"] == 1.0
+    assert [(c["verdict"], c["check_verdict"]) for c in strict["claims"]] == [("no", "yes")]
+    assert strict["score"] == 0.0
     assert [c["verdict"] for c in judged_no["claims"]] == ["no"]
     assert judged_no["reason"].startswith("Barcelona is not the capital.")
     assert len(judged_no["calls"]) == 2

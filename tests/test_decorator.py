@@ -30,14 +30,14 @@ async def async_fn(question: str, contexts: list[str]) -> str:
 
 @trace_faithfulness
 def sync_gen(question: str, contexts: list[str]) -> Iterator[str]:
-    yield "Paris is the capital "
-    yield "of France."
+    yield "The capital of France "
+    yield "is Paris."
 
 
 @trace_faithfulness
 async def async_gen(question: str, contexts: list[str]) -> AsyncIterator[str]:
-    yield "Paris is the capital "
-    yield "of France."
+    yield "The capital of France "
+    yield "is Paris."
 
 
 class Bot:

@@ -89,14 +89,17 @@ def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
         assert rag.parent.span_id in servers
 
     faithful, contradicted, embellished = (_by_trace(views, b["trace_id"]) for b in bodies)
-    for view, (question, _), body in zip((faithful, contradicted, embellished), asks, bodies, strict=True):
+    for view, (question, made_up), body in zip(
+        (faithful, contradicted, embellished), asks, bodies, strict=True
+    ):
         assert view.question == question
         assert view.answer == body["answer"]
         assert view.function == "support-bot"
         assert view.contexts == [d.text for d in knowledge.retrieve(question)]
         assert view.outcome == "scored"
-        # One "chat ..." span per judge request: the verdicts at least (claims are split in code by default).
-        assert view.judge_spans == sum(s.llm_calls for s in view.steps) >= 1
+        # One "chat ..." span per judge request (claims are split in code by default). A made-up claim is
+        # never proven in code, so those answers reach the judge; the faithful one's may all be proven.
+        assert view.judge_spans == sum(s.llm_calls for s in view.steps) >= (made_up != "none")
 
     assert (faithful.score, faithful.label) == (1.0, "pass")
     assert [c.verdict for c in faithful.claims] == ["yes", "yes"]
@@ -114,7 +117,7 @@ def test_service_answers_and_each_answer_is_scored_in_its_own_trace(
     assert embellished.claims[2].text.startswith("Express next-day delivery")
 
     # What the demo prints per answer: tokens and time per step come back from the step events.
-    for view in views:
+    for view in (contradicted, embellished):  # the faithful answer's claims may all be proven in code
         assert {s.name for s in view.steps} >= {"claims", "verdicts"}
         assert view.input_tokens > 0
         assert view.output_tokens > 0

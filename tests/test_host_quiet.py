@@ -62,7 +62,7 @@ def test_evaluate_in_a_loop_of_50_prints_nothing_and_changes_no_environment(
         judge = faithtrace.JudgeSettings({_judge_args(fake_judge, model)})
         outcomes = set()
         for _ in range(50):
-            result = faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.",
+            result = faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "Blue is the sky.",
                                          judge=judge)
             outcomes.add(result.outcome.value)
         print(json.dumps({{"outcomes": sorted(outcomes), "changed": environ_changes()}}))
@@ -92,7 +92,7 @@ def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_env
 
         @faithtrace.trace_faithfulness
         def answer(question: str, contexts: list[str]) -> str:
-            return "The sky is blue."
+            return "Blue is the sky."  # reworded: judged, not proven in code
 
         judge = faithtrace.JudgeSettings({_judge_args(fake_judge, "openai/fake-judge")})
         for _ in range(3):
@@ -104,7 +104,7 @@ def test_the_decorator_across_reconfigurations_prints_nothing_and_changes_no_env
         report = faithtrace.shutdown(10)
         gc.collect()
         for _ in range(3):
-            faithtrace.evaluate("Sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
+            faithtrace.evaluate("Sky?", ["The sky is blue."], "Blue is the sky.", judge=judge)
         evaluations = [s for s in exporter.get_finished_spans() if s.name == "evaluate faithfulness"]
         print(json.dumps({{"evaluations": len(evaluations), "complete": report.complete,
                            "changed": environ_changes()}}))
@@ -120,7 +120,7 @@ def test_a_host_that_imported_litellm_first_keeps_its_choices(fake_judge: Any) -
         import litellm  # the host's own import, with the host's own LITELLM_LOCAL_MODEL_COST_MAP
         import faithtrace
         judge = faithtrace.JudgeSettings({_judge_args(fake_judge, "hosted_vllm/fake-judge")})
-        faithtrace.evaluate("What colour is the sky?", ["The sky is blue."], "The sky is blue.", judge=judge)
+        faithtrace.evaluate("Sky colour?", ["The sky is blue."], "Blue is the sky.", judge=judge)
         var = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
         print(json.dumps({{"changed": environ_changes(), "var": var}}))
         """,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import faithtrace
@@ -13,7 +14,7 @@ from _scoring_fixtures import (
     verdicts_json,
 )
 from faithtrace import JudgeSettings, Outcome, ScoringOptions
-from faithtrace.scoring import grounding, verdict_checks
+from faithtrace.scoring import grounding
 from faithtrace.scoring.pipeline import local_mode
 
 DOC = (
@@ -73,27 +74,25 @@ def test_check_flags_missing_numbers_and_mostly_missing_words_only() -> None:
     assert not paraphrase.unsupported(grounding.MAX_MISSING_SHARE)
 
 
-async def test_default_pipeline_makes_one_call_and_grounds_the_judges_yes(fake_judge: FakeJudge) -> None:
-    # The judge says "yes" to everything but the first claim; the lexical check overrules two of its "yes".
-    fake_judge.on("verdicts", verdicts_json("no", "yes", "yes", "yes", reasons=False))
+async def test_default_pipeline_makes_one_call_and_the_judge_decides(fake_judge: FakeJudge) -> None:
+    # Two claims are contained in the document (proven, not sent); the judge says "yes" to the other two. The
+    # lexical check cannot ground them ('60', the PVC foil): with a hosted judge its verdict is recorded next
+    # to the judge's, which stands.
+    fake_judge.on("verdicts", verdicts_json("yes", "yes", reasons=False))
 
     result = await faithtrace.aevaluate(
         "How do I cook a pork roast?", [DOC], ANSWER, judge=fake_judge.settings(), options=ScoringOptions()
     )
 
     assert result.outcome is Outcome.SCORED
-    assert [(c.verdict, c.reason) for c in result.claims] == [
-        ("no", None),
-        ("yes", None),
-        ("idk", "the judge said yes, but not in the documents: '60'"),
-        (
-            "idk",
-            "the judge said yes, but not in the documents: "
-            "'wrap', 'pvc', 'foil', 'garlic', 'butter', 'rosemary'",
-        ),
+    assert [(c.verdict, c.decided_by, c.judge_verdict, c.check_verdict) for c in result.claims] == [
+        ("yes", "proof", None, None),
+        ("yes", "proof", None, None),
+        ("yes", "judge", "yes", "idk"),
+        ("yes", "judge", "yes", "idk"),
     ]
-    assert (result.counts.yes, result.counts.no, result.counts.idk) == (1, 1, 2)
-    assert result.score == 0.25
+    assert [c.disagreement for c in result.claims] == [False, False, True, True]
+    assert result.score == 1.0
     assert result.llm_calls == 1
     assert [(s.step, s.llm_calls) for s in result.steps] == [("claims", 0), ("verdicts", 1), ("reason", 0)]
     assert len(fake_judge.requests) == 1
@@ -101,23 +100,31 @@ async def test_default_pipeline_makes_one_call_and_grounds_the_judges_yes(fake_j
     # The question is not shown to the verdict step: the small judge then marked true claims that do not
     # answer it as contradicted.
     assert "How do I cook a pork roast?" not in prompt
-    assert "1. Preheat the oven to 350 degrees F.\n2. Rub the roast" in prompt
+    assert "1. Roast the pork for 60 minutes per pound.\n2. Wrap the roast" in prompt
+    assert "Preheat" not in prompt.split("<claims>")[1]
     assert "Based on the provided passages" not in prompt
     schema = fake_judge.requests[0]["response_format"]["json_schema"]["schema"]
     item = schema["$defs"]["_VerdictItem"]
     assert item["required"] == ["claim", "verdict"]
     assert "reason" not in item["properties"]
-    assert result.reason is not None
-    assert result.reason.startswith("1 of 4 claim(s) are supported by the retrieved context, 1 are ")
-    assert '"Preheat the oven to 350 degrees F." (contradicted)' in result.reason
-    assert "(not found; the judge said yes, but not in the documents: '60')" in result.reason
+    assert "logprobs" not in fake_judge.requests[0]  # not asked of hosted judges by default
+
+    strict = await faithtrace.aevaluate(
+        None, [DOC], ANSWER, judge=fake_judge.settings(), options=ScoringOptions(verdict_policy="strict")
+    )
+    assert [(c.verdict, c.decided_by) for c in strict.claims][2:] == [("idk", "check"), ("idk", "check")]
+    assert strict.score == 0.5
+    assert strict.reason is not None
+    assert "the judge said yes; the lexical check says idk: not in the documents: '60'" in strict.reason
 
 
-async def test_lexical_check_can_be_turned_off(fake_judge: FakeJudge) -> None:
+async def test_proof_can_be_turned_off(fake_judge: FakeJudge) -> None:
     fake_judge.on("verdicts", verdicts_json("yes", "yes", "yes", "yes"))
     result = await faithtrace.aevaluate(
-        "How?", [DOC], ANSWER, judge=fake_judge.settings(), options=ScoringOptions(lexical_check=False)
+        "How?", [DOC], ANSWER, judge=fake_judge.settings(), options=ScoringOptions(prove_support=False)
     )
+    assert len(re.findall(r"^\d\. ", user_prompt(fake_judge.requests[0]), re.MULTILINE)) == 4
+    assert [c.decided_by for c in result.claims] == ["judge"] * 4
     assert result.score == 1.0
     assert result.reason == "All 4 claim(s) in the answer are supported by the retrieved context."
 
@@ -129,6 +136,7 @@ async def test_a_bare_list_of_verdicts_is_read_in_claim_order(fake_judge: FakeJu
         ["Paris is the capital of France. The Seine flows through Paris."],
         "Paris is the capital of France. The Seine flows through Paris.",
         judge=fake_judge.settings(),
+        options=ScoringOptions(prove_support=False),
     )
     assert [c.verdict for c in result.claims] == ["yes", "idk"]
     assert result.score == 0.5
@@ -148,7 +156,7 @@ async def test_judge_reason_option_asks_the_judge(fake_judge: FakeJudge) -> None
     result = await faithtrace.aevaluate(
         None,
         [DOC],
-        "Preheat the oven to 350 degrees.",
+        "Preheat the oven to 375 degrees.",
         judge=fake_judge.settings(),
         options=ScoringOptions(judge_reason=True),
     )
@@ -156,8 +164,10 @@ async def test_judge_reason_option_asks_the_judge(fake_judge: FakeJudge) -> None
     assert result.llm_calls == 2
 
 
-async def test_lexical_absence_check_overrules_the_judges_idk_but_never_its_no(fake_judge: FakeJudge) -> None:
-    # Claims: grounded (judge idk -> yes), grounded (judge no stays), ungrounded (judge idk stays idk),
+async def test_strict_policy_lowers_an_ungrounded_yes_and_never_raises_a_verdict(
+    fake_judge: FakeJudge,
+) -> None:
+    # Claims: grounded (judge idk stays), grounded (judge no stays), ungrounded (judge idk stays),
     # ungrounded (judge yes -> idk).
     fake_judge.on("verdicts", verdicts_json("idk", "no", "idk", "yes", reasons=False))
     answer = (
@@ -166,14 +176,17 @@ async def test_lexical_absence_check_overrules_the_judges_idk_but_never_its_no(f
     )
 
     result = await faithtrace.aevaluate(
-        None, [DOC], answer, judge=fake_judge.settings(), options=ScoringOptions(absence_check="lexical")
+        None,
+        [DOC],
+        answer,
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_policy="strict", prove_support=False),
     )
 
-    assert [c.verdict for c in result.claims] == ["yes", "no", "idk", "idk"]
-    assert result.claims[0].reason == grounding.FOUND_NOTE
-    assert result.claims[2].reason is not None
-    assert result.claims[2].reason.startswith("not in the documents: 'baste'")
-    assert result.score == 0.25
+    assert [c.verdict for c in result.claims] == ["idk", "no", "idk", "idk"]
+    assert [c.check_verdict for c in result.claims] == ["yes", "yes", "idk", "idk"]
+    assert [c.decided_by for c in result.claims] == ["judge", "judge", "judge", "check"]
+    assert result.score == 0.0
 
 
 def test_a_negated_claim_differs_in_polarity_from_its_evidence() -> None:
@@ -213,57 +226,12 @@ FOUR_CLAIMS = (
 )
 
 
-async def test_lexical_contradiction_check_overrules_a_no_only_for_grounded_claims(
-    fake_judge: FakeJudge,
-) -> None:
-    fake_judge.on("verdicts", verdicts_json("no", "no", "no", "no", reasons=False))
-
+async def test_when_every_claim_is_proven_the_judge_is_not_called(fake_judge: FakeJudge) -> None:
     result = await faithtrace.aevaluate(
         None,
         [DOC],
-        FOUR_CLAIMS,
+        "Preheat the oven to 350 degrees F. Rub the roast with 2 tablespoons of seasoning.",
         judge=fake_judge.settings(),
-        options=ScoringOptions(contradiction_check="lexical"),  # the judge's "idk" would still stand
-    )
-
-    assert [c.verdict for c in result.claims] == ["yes", "no", "no", "no"]
-    assert result.claims[0].reason == grounding.OVERRULED_NOTE
-    assert result.score == 0.25
-    assert result.faithfulness == 0.25
-
-
-async def test_with_both_checks_lexical_grounded_claims_are_not_sent_to_the_judge(
-    fake_judge: FakeJudge,
-) -> None:
-    fake_judge.on("verdicts", verdicts_json("no", "idk", "yes", reasons=False))
-
-    result = await faithtrace.aevaluate(
-        None,
-        [DOC],
-        FOUR_CLAIMS,
-        judge=fake_judge.settings(),
-        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
-    )
-
-    asked = user_prompt(fake_judge.requests_for("verdicts")[0])
-    assert "Rub the roasts" not in asked
-    assert "350 minutes" in asked
-    assert "PVC foil" in asked
-    assert "Do not preheat" in asked
-    # The judge's verdicts land on the right claims; its "yes" to the negated claim stands (it may be right:
-    # only its "no" needs the lexical check's backing to be overruled).
-    assert [c.verdict for c in result.claims] == ["yes", "no", "idk", "yes"]
-    assert result.claims[0].reason == verdict_checks.SETTLED_NOTE
-    assert result.llm_calls == 1
-
-
-async def test_when_every_claim_is_grounded_the_judge_is_not_called(fake_judge: FakeJudge) -> None:
-    result = await faithtrace.aevaluate(
-        None,
-        [DOC],
-        "Preheat the oven to 350 degrees F. Rub the roast with two tablespoons of seasoning.",
-        judge=fake_judge.settings(),
-        options=ScoringOptions(absence_check="lexical", contradiction_check="lexical"),
     )
 
     assert fake_judge.requests_for("verdicts") == []
@@ -271,25 +239,30 @@ async def test_when_every_claim_is_grounded_the_judge_is_not_called(fake_judge: 
     assert result.score == 1.0
     assert result.llm_calls == 0
     assert [s.step for s in result.steps] == ["claims", "verdicts", "reason"]
+    assert [c.decided_by for c in result.claims] == ["proof", "proof"]
 
 
-async def test_absence_check_defaults_to_the_judge_for_hosted_models(fake_judge: FakeJudge) -> None:
+async def test_a_judged_idk_stands_for_hosted_models(fake_judge: FakeJudge) -> None:
     fake_judge.on("verdicts", verdicts_json("idk", reasons=False))
     result = await faithtrace.aevaluate(
-        None, [DOC], "Preheat the oven to 350 degrees F.", judge=fake_judge.settings()
+        None,
+        [DOC],
+        "Preheat the oven to 350 degrees F.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(prove_support=False),
     )
-    assert [c.verdict for c in result.claims] == ["idk"]
+    assert [(c.verdict, c.check_verdict) for c in result.claims] == [("idk", "yes")]
     assert result.score == 0.0
 
 
 def test_auto_options_pick_the_local_behaviour_only_for_the_embedded_judge() -> None:
     local, hosted = JudgeSettings(model=None), JudgeSettings(model="openai/gpt-4o-mini")
-    assert local_mode(ScoringOptions().absence_check, local, "lexical", "judge") == "lexical"
-    assert local_mode(ScoringOptions().absence_check, hosted, "lexical", "judge") == "judge"
-    assert local_mode(ScoringOptions().contradiction_check, local, "lexical", "judge") == "lexical"
-    assert local_mode(ScoringOptions().contradiction_check, hosted, "lexical", "judge") == "judge"
+    assert local_mode(ScoringOptions().verdict_policy, local, "numbers", "judge") == "numbers"
+    assert local_mode(ScoringOptions().verdict_policy, hosted, "numbers", "judge") == "judge"
+    assert local_mode(ScoringOptions().verdict_logprobs, local, "on", "off") == "on"
+    assert local_mode(ScoringOptions().verdict_logprobs, hosted, "on", "off") == "off"
     assert local_mode(ScoringOptions().verdict_context, local, "evidence", "documents") == "evidence"
-    assert local_mode("judge", local, "lexical", "judge") == "judge"
+    assert local_mode("judge", local, "strict", "judge") == "judge"
 
 
 def test_evidence_is_the_documents_sentences_sharing_most_words_with_the_claim() -> None:

@@ -34,7 +34,7 @@ async def score(fake: FakeJudge, contexts: Any = DOC, answer: str = "answer text
     # pipeline (claims split in code, lexical check, template reason) is in test_scoring_grounding.py.
     options.setdefault("claim_source", "judge")
     options.setdefault("judge_reason", True)
-    options.setdefault("lexical_check", False)
+    options.setdefault("prove_support", False)
     settings = fake.settings(**options.pop("judge", {}))
     return await faithtrace.aevaluate(
         "Where is the Eiffel Tower?", contexts, answer, judge=settings, options=ScoringOptions(**options)

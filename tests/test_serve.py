@@ -27,7 +27,8 @@ from _serve_fixtures import Sink, run_serve, sink  # noqa: F401
 pytestmark = pytest.mark.timeout(120)
 
 DOCS = ["The Eiffel Tower is in Paris.", "It opened in 1889."]
-ANSWER = "The Eiffel Tower is in Paris. It opened in 1889."
+# Reworded from DOCS, so that it is judged rather than proven in code (the tests watch the judge call).
+ANSWER = "In Paris is the Eiffel Tower. In 1889 it opened."
 
 
 def _provider(exporter: SpanExporter, service: str) -> TracerProvider:

@@ -26,7 +26,7 @@ from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_fa
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
 
-ANSWER = "Paris is the capital of France. The Seine never flows through Paris. Paris has a famous museum."
+ANSWER = "The capital of France is Paris. The Seine never flows through Paris. Paris has a famous museum."
 
 
 _ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True)
@@ -58,11 +58,12 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     assert (output["label"], output["outcome"], output["threshold"]) == ("fail", "scored", 0.7)
     assert output["reason"] == REASON_TEXT
     assert [(c["claim"], c["verdict"]) for c in output["claims"]] == [
-        ("Paris is the capital of France.", "yes"),
+        ("The capital of France is Paris.", "yes"),
         ("The Seine never flows through Paris.", "no"),
         ("Paris has a famous museum.", "idk"),
     ]
     assert output["claims"][1]["reason"] == "checked claim 2"
+    assert {c["decided_by"] for c in output["claims"]} == {"judge"}
     counts = [
         attrs.pop(k) for k in (n.EVAL_CLAIMS_TOTAL, n.EVAL_CLAIMS_YES, n.EVAL_CLAIMS_NO, n.EVAL_CLAIMS_IDK)
     ]
@@ -176,7 +177,8 @@ def test_without_content_capture_no_messages_and_no_texts(ft: FaithtraceCapture,
     evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(content=False))
     assert n.INPUT_VALUE not in evaluation.attributes
     output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
-    assert [c for c in output["claims"]] == [{"verdict": "yes"}, {"verdict": "no"}, {"verdict": "idk"}]
+    assert [c["verdict"] for c in output["claims"]] == ["yes", "no", "idk"]
+    assert not any("claim" in c or "reason" in c for c in output["claims"])
     assert "reason" not in output
     for span in ft.spans():
         assert not any(
@@ -361,7 +363,7 @@ def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
         faithtrace.configure(prometheus=0, judge={_judge_code(fake_judge)})
         @faithtrace.trace_faithfulness(name="bot")
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         host, port = prometheus_address()
@@ -439,7 +441,7 @@ def test_otlp_export_from_standard_env_vars(
         assert type(trace.get_tracer_provider()).__name__ == "TracerProvider"
         @faithtrace.trace_faithfulness
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         faithtrace.shutdown()
@@ -467,7 +469,7 @@ def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge:
         trace.set_tracer_provider(provider)  # the app's own set-up; faithtrace.configure() is never called
         @faithtrace.trace_faithfulness
         def answer(question, contexts):
-            return "Paris is the capital of France."
+            return "The capital of France is Paris."
         answer("q", ["Paris is the capital of France."])
         assert faithtrace.flush(60)
         spans = {x.name: x for x in exporter.get_finished_spans()}

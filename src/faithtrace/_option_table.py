@@ -113,15 +113,21 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     Option("scoring.claim_source", "sentences splits the answer in code (one judge call per evaluation); "
         "judge asks the judge for atomic claims (one more call).",
         "sentences", choices=("sentences", "judge")),
-    Option("scoring.lexical_check", "A yes for a claim whose numbers, or over 30 % of whose content words, "
-        "occur nowhere in the documents or the question becomes idk.",
+    Option("scoring.prove_support", "Skip the judge for a claim code proves supported: one document sentence "
+        "contains it, with every number, name, negation and condition aligned (the rest are judged).",
         True),
-    Option("scoring.absence_check", "Who decides a claim is not in the documents: judge, lexical, or auto "
-        "(lexical with the embedded judge, judge otherwise).",
-        "auto", choices=("auto", "judge", "lexical")),
-    Option("scoring.contradiction_check", "Who decides a claim contradicts the documents: judge, lexical (a "
-        "no stands only for a claim the lexical check cannot ground), or auto (as above).",
-        "auto", choices=("auto", "judge", "lexical")),
+    Option("scoring.verdict_policy", "When the lexical check disagrees with the judge (both verdicts are "
+        "recorded): judge (its verdict stands), numbers (a yes for a claim with a number absent from the "
+        "documents becomes idk), strict (also a yes with over 30 % unknown content words), or auto (numbers "
+        "with the embedded judge, judge otherwise). A no or idk always stands.",
+        "auto", choices=("auto", "judge", "numbers", "strict")),
+    Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "
+        "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",
+        "auto", choices=("auto", "on", "off")),
+    Option("scoring.min_p_supported", "With log-probabilities, a yes counts only when P(yes) is at least "
+        "this, else the judge's next most likely answer stands (0: off; 0.8 chosen on the probes' tuning "
+        "split).",
+        0.8, ge=0.0, le=1.0),
     Option("scoring.verdict_context", "What a claim is judged against: documents, evidence (the two closest "
         "document sentences), or auto (evidence with the embedded judge).",
         "auto", choices=("auto", "documents", "evidence")),
@@ -193,6 +199,9 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         120.0, ("FAITHTRACE_LOCAL_JUDGE_START_TIMEOUT",), float, gt=0),
     Option("local_judge.n_ctx", "The server's context window in tokens.",
         8192, ("FAITHTRACE_LOCAL_JUDGE_N_CTX",), int, ge=512, le=32768),
+    Option("local_judge.logprobs", "The server returns log-probabilities (P(yes) per verdict; it keeps "
+        "logits for every position it reaches). Off: sampled verdicts alone.",
+        True, ("FAITHTRACE_LOCAL_JUDGE_LOGPROBS",), parse_bool),
     Option("local_judge.threads", "llama.cpp threads (they spin at every barrier: more than the free cores "
         "slow it down and take the host's CPU).",
         env=("FAITHTRACE_LOCAL_JUDGE_THREADS",), parse=int, ge=1, le=256, default_factory=_half_the_cores,

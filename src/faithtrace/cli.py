@@ -61,12 +61,17 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="have the judge write the reason (one more call) instead of a summary written in code",
     )
+    p.add_argument(
+        "--prove-support",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="settle claims contained in a document sentence without the judge (default on)",
+    )
 
 
 _CHOICE_OPTIONS = {
     "claim_source": "where claims come from: the answer's sentences, or the judge",
-    "absence_check": "who decides a claim is not in the documents",
-    "contradiction_check": "who decides a claim contradicts the documents",
+    "verdict_policy": "when the lexical check and the judge disagree: who may lower a yes",
     "verdict_context": "what each claim is judged against",
 }
 
@@ -112,6 +117,7 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
         use_truths=args.truths,
         verdict_batch_size=args.verdict_batch_size,
         judge_reason=args.judge_reason,
+        prove_support=args.prove_support,
         **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
     )
 

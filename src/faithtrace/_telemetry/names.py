@@ -94,6 +94,13 @@ CLAIM_INDEX: Final = "faithtrace.claim.index"
 CLAIM_TEXT: Final = "faithtrace.claim.text"
 CLAIM_VERDICT: Final = "faithtrace.claim.verdict"
 CLAIM_REASON: Final = "faithtrace.claim.reason"
+# Who decided the verdict (judge | proof | check), what the judge and the lexical check each said, whether
+# they disagree, and the judge's P(supported) where it returns log-probabilities.
+CLAIM_DECIDED_BY: Final = "faithtrace.claim.decided_by"
+CLAIM_JUDGE_VERDICT: Final = "faithtrace.claim.judge_verdict"
+CLAIM_CHECK_VERDICT: Final = "faithtrace.claim.check_verdict"
+CLAIM_DISAGREEMENT: Final = "faithtrace.claim.disagreement"
+CLAIM_P_SUPPORTED: Final = "faithtrace.claim.p_supported"
 
 STEP_EVENT: Final = "faithtrace.step"
 STEP_NAME: Final = "faithtrace.step.name"

@@ -179,7 +179,12 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         doc["error"] = result.error.type
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
-        item: dict[str, Any] = {"verdict": claim.verdict}
+        # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
+        item: dict[str, Any] = {"verdict": claim.verdict, "decided_by": claim.decided_by}
+        if claim.disagreement:
+            item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
+        if claim.p_supported is not None:
+            item["p_supported"] = claim.p_supported
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
@@ -255,7 +260,18 @@ def emit_evaluation(
 
     shown = result.claims[: options.max_claim_events]
     for index, claim in enumerate(shown):
-        attrs: Attributes = {n.CLAIM_INDEX: index, n.CLAIM_VERDICT: claim.verdict}
+        attrs: Attributes = {
+            n.CLAIM_INDEX: index,
+            n.CLAIM_VERDICT: claim.verdict,
+            n.CLAIM_DECIDED_BY: claim.decided_by,
+            n.CLAIM_DISAGREEMENT: claim.disagreement,
+        }
+        if claim.judge_verdict is not None:
+            attrs[n.CLAIM_JUDGE_VERDICT] = claim.judge_verdict
+        if claim.check_verdict is not None:
+            attrs[n.CLAIM_CHECK_VERDICT] = claim.check_verdict
+        if claim.p_supported is not None:
+            attrs[n.CLAIM_P_SUPPORTED] = claim.p_supported
         if options.content:
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:

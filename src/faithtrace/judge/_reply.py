@@ -45,6 +45,38 @@ def content(response: Any, mode: str) -> tuple[str, str | None]:
     return str(message.content or ""), finish
 
 
+TOP_LOGPROBS = 5
+# One output token: its text and its most likely alternatives at that position, text -> log-probability.
+TokenLogprobs = tuple[str, dict[str, float]]
+
+
+def token_logprobs(response: Any) -> list[TokenLogprobs] | None:
+    """The reply's tokens with their top alternatives (OpenAI ``logprobs.content``), or None if absent."""
+    try:
+        content = response.choices[0].logprobs.content
+    except (AttributeError, IndexError, TypeError):
+        return None
+    if not content:
+        return None
+    out: list[TokenLogprobs] = []
+    for item in content:
+        token = _field(item, "token")
+        if not isinstance(token, str):
+            return None
+        top = {
+            str(_field(alt, "token")): float(_field(alt, "logprob"))
+            for alt in (_field(item, "top_logprobs") or [])
+            if _field(alt, "token") is not None and _field(alt, "logprob") is not None
+        }
+        top.setdefault(token, float(_field(item, "logprob") or 0.0))
+        out.append((token, top))
+    return out
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 def cost(lm: Any, response: Any) -> float | None:
     try:
         cost = lm.completion_cost(completion_response=response)
@@ -86,6 +118,11 @@ def rejects_format(exc: BaseException) -> bool:
     return error_type(exc) == "judge_bad_request" and any(
         k in text for k in ("response_format", "json_schema", "tool_choice", "tools")
     )
+
+
+def rejects_logprobs(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "logprobs" in text and any(k in text for k in ("not supported", "unsupported", "logits_all"))
 
 
 def short(exc: BaseException, limit: int = 300) -> str:

@@ -256,6 +256,8 @@ def _start(
         "--n-ctx", str(n_ctx()), "--n-threads", str(n_threads()),
         "--idle-timeout", str(idle_timeout_s), "--state-file", str(p.state), "--nice", "10",
     ]  # fmt: skip
+    if not logprobs():
+        cmd.append("--no-logprobs")
     with p.log.open("ab") as log:
         log_offset = log.tell()
         # A new session: the host's Ctrl-C or terminal hang-up must not kill a server other processes share.
@@ -379,6 +381,12 @@ def _rotate_log(log: Path) -> None:
 def n_ctx() -> int:
     n: int = _options.read("local_judge.n_ctx")
     return n
+
+
+def logprobs() -> bool:
+    """Whether the server returns log-probabilities (``FAITHTRACE_LOCAL_JUDGE_LOGPROBS``, default on)."""
+    on: bool = _options.read("local_judge.logprobs")
+    return on
 
 
 def n_threads() -> int:

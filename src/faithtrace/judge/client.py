@@ -48,6 +48,8 @@ class OutputRejected(Exception):
 class JudgeReply(Generic[T]):
     value: T
     calls: list[LLMCall] = field(default_factory=list)
+    # The accepted reply's tokens with their most likely alternatives, when asked for and returned.
+    logprobs: list[_reply.TokenLogprobs] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Judge:
         self.settings = settings or JudgeSettings.from_env()
         self._endpoint: Endpoint | None = None
         self._mode: str | None = None
+        self._logprobs_refused = False
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -189,8 +192,13 @@ class Judge:
         schema: type[T],
         check: Callable[[T], None] | None = None,
         max_tokens: int | None = None,
+        logprobs: bool = False,
     ) -> JudgeReply[T]:
         """Ask the judge for an object of ``schema``; retry transport errors, re-ask on invalid output.
+
+        ``logprobs``: also ask for each output token's log-probability and top alternatives (OpenAI's
+        ``logprobs``/``top_logprobs``, which llama.cpp's server implements); ``JudgeReply.logprobs`` is None
+        when the provider returns none.
 
         Raises:
             JudgeError: with ``calls`` set to every request made, when no valid reply could be had.
@@ -202,8 +210,8 @@ class Judge:
         last_error: tuple[str, str] = ("judge_output_invalid", "no reply")
         for _repair in range(self.settings.max_repairs + 1):
             try:
-                raw, finish_reason = await self._complete_with_retries(
-                    ep, step, convo, json_schema, calls, max_tokens
+                raw, finish_reason, tokens = await self._complete_with_retries(
+                    ep, step, convo, json_schema, calls, max_tokens, logprobs
                 )
             except JudgeError as exc:
                 exc.calls = list(calls)
@@ -216,7 +224,7 @@ class Judge:
                 value = schema.model_validate(_reply.parse_json(raw))
                 if check is not None:
                     check(value)
-                return JudgeReply(value=value, calls=calls)
+                return JudgeReply(value=value, calls=calls, logprobs=tokens)
             except (ValueError, ValidationError) as exc:
                 problem = _reply.describe(exc)
                 if finish_reason == "length":
@@ -246,14 +254,17 @@ class Judge:
         json_schema: dict[str, Any],
         calls: list[LLMCall],
         max_tokens: int | None,
-    ) -> tuple[str, str | None]:
+        logprobs: bool = False,
+    ) -> tuple[str, str | None, list[_reply.TokenLogprobs] | None]:
         s = self.settings
         delay = 1.0
         for attempt in range(1, s.max_retries + 2):
             if attempt > 1:
                 ep = await self._aendpoint()  # a local server that went away is restarted here
             try:
-                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
+                return await self._complete_once(
+                    ep, step, messages, json_schema, calls, attempt, max_tokens, logprobs
+                )
             except JudgeError as exc:
                 if exc.type not in _reply.RETRYABLE or attempt > s.max_retries:
                     raise
@@ -271,7 +282,8 @@ class Judge:
         calls: list[LLMCall],
         attempt: int,
         max_tokens: int | None,
-    ) -> tuple[str, str | None]:
+        logprobs: bool = False,
+    ) -> tuple[str, str | None, list[_reply.TokenLogprobs] | None]:
         lm = _litellm()
         s = self.settings
         mode = self._output_mode(ep)
@@ -288,6 +300,9 @@ class Judge:
             **self._format_params(mode, step, json_schema, ep.local),
             **s.extra_params,
         }
+        logprobs = logprobs and not self._logprobs_refused
+        if logprobs:
+            params.update(logprobs=True, top_logprobs=_reply.TOP_LOGPROBS)
         if ep.api_base:
             params["api_base"] = ep.api_base
         if ep.api_key:
@@ -310,12 +325,19 @@ class Judge:
                     input_messages=_pairs(messages),
                 )
             )
+            if logprobs and _reply.rejects_logprobs(exc):
+                # No log-probabilities (an older local judge, some providers): sampled verdicts from now on.
+                logger.info("faithtrace: judge %s gives no log-probabilities; judging without", ep.model)
+                self._logprobs_refused = True
+                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
             if mode != "json_object" and _reply.rejects_format(exc):
                 # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to
                 # JSON mode for the rest of this judge's life and try again at once.
                 logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
                 self._mode = "json_object"
-                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
+                return await self._complete_once(
+                    ep, step, messages, json_schema, calls, attempt, max_tokens, logprobs
+                )
             if ep.local and etype == "judge_unavailable":
                 # The shared local server was stopped or crashed: resolve (and restart) it on the next try.
                 self._endpoint = None
@@ -339,7 +361,7 @@ class Judge:
                 output_text=raw,
             )
         )
-        return raw, finish_reason
+        return raw, finish_reason, _reply.token_logprobs(response) if logprobs else None
 
 
 def _pairs(messages: list[Message]) -> tuple[tuple[str, str], ...]:

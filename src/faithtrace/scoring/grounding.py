@@ -3,9 +3,10 @@
 Why lexical grounding: the embedded 1.5B judge says "yes" to almost any claim that is on the documents'
 topic, including claims that add a tool, a number or a step the documents never mention (RAGTruth's
 "baseless information", its most common kind of hallucination). A statement whose numbers or most of whose
-content words occur nowhere in the documents (or the question it answers) cannot be "supported", whatever
-the judge says; so such a "yes" is turned into "idk". With a hosted judge the check only ever lowers a
-verdict; with the embedded judge it also has the last word on grounded claims (``verdict_checks``).
+content words occur nowhere in the documents (or the question it answers) is probably not "supported".
+The check's verdict is recorded next to the judge's; whether it may lower a judge's "yes" is
+``ScoringOptions.verdict_policy`` (``verdict_checks``). It never raises a verdict: words in common do not
+make a claim true (a swapped role, a negation, a date from another sentence).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from faithtrace.scoring import quantities
 
 # --- splitting an answer into statements -------------------------------------------------------------------
 _BULLET = re.compile(r"^\s*(?:[-*•#]+|\d{1,2}[.)]|\(?[a-z][.)])\s+")
@@ -94,36 +97,22 @@ _STOPWORD_TEXT = (
     "firstly secondly thirdly finally lastly "
 )
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-_NUMBER_WORDS = {
-    "zero": "0", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "half": "0.5",
-    "twice": "2", "dozen": "12", "hundred": "100", "thousand": "1000",
-}  # fmt: skip
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
 # More than this share of a claim's content words absent from the documents: not supported. Chosen on the
 # RAGTruth QA dev rows outside the benchmark's quick subset (0.25-0.3 was a plateau); paraphrase of supported
 # text rarely replaces a third of its content words.
 MAX_MISSING_SHARE = 0.3
-# The reason on a judge's "idk" that the lexical check turned into "yes" (ScoringOptions.absence_check).
-FOUND_NOTE = "the judge was unsure; the documents contain the claim's numbers and words"
-# The reason on a judge's "no" that the lexical check turned into "yes" (ScoringOptions.contradiction_check).
-OVERRULED_NOTE = (
-    "the judge said no, but the claim's evidence contains its numbers and the documents its words"
-)
 # "[date]", "[Your Name]": a template's placeholders assert nothing.
 _PLACEHOLDER = re.compile(r"\[[^\[\]\n]{1,60}\]")
 _PREFIX = 5  # a crude stem: "seasoned" and "seasoning" share "seaso"
 
 
 def _tokens(text: str) -> list[str]:
+    """Lower-case words and numbers; numbers by value ("10,000" = "10 000"), number words as digits."""
     out = []
-    for tok in _TOKEN.findall(text.lower()):
-        tok = _NUMBER_WORDS.get(tok, tok)
-        if tok[0].isdigit():
-            tok = tok.replace(",", "")
-            if tok.endswith(".0"):
-                tok = tok[:-2]
-        out.append(tok)
+    for tok in _TOKEN.findall(quantities.normalise(text).lower()):
+        tok = quantities.word(tok)
+        out.append(quantities.canonical_number(tok) if tok[0].isdigit() else tok)
     return out
 
 
@@ -156,6 +145,8 @@ class Grounding:
     # The claim is negated and its evidence is not, or the other way round ("does not accept returns" against
     # "accepts returns"): every word can be in the documents while the claim says the opposite.
     polarity_differs: bool = False
+    # The claim's numbers that occur nowhere in the documents or the question (not just not in its evidence).
+    numbers_absent: tuple[str, ...] = ()
 
     @property
     def missing_share(self) -> float:
@@ -213,7 +204,8 @@ def check_claims(claims: Sequence[str], documents: Sequence[str], question: str 
         numbers = {t for i in near for t in _tokens(sentences[i]) if t[0].isdigit()}
         got = check(claim, vocabulary, frozenset(numbers | asked))
         differs = bool(near) and _negated(claim) != any(_negated(sentences[i]) for i in near)
-        out.append(dataclasses.replace(got, polarity_differs=differs))
+        absent = tuple(n for n in got.numbers_missing if n not in vocabulary.stems)
+        out.append(dataclasses.replace(got, polarity_differs=differs, numbers_absent=absent))
     return out
 
 

@@ -44,12 +44,39 @@ class IdkPolicy(StrEnum):
     DEEPEVAL = "deepeval"  # parity with DeepEval's default: only contradictions count against
 
 
+DecidedBy = Literal["judge", "proof", "check"]
+
+
 class ClaimVerdict(BaseModel):
+    """One claim's verdict, and who decided it.
+
+    ``verdict`` is what the score counts. ``decided_by`` says where it came from: ``judge`` (the judge's
+    verdict stands), ``proof`` (code proved the claim supported and the judge was not asked) or ``check``
+    (``verdict_policy`` let the lexical check's verdict replace the judge's; ``judge_verdict`` keeps what
+    the judge said). ``check_verdict`` is the lexical check's own view of a judged claim; when it differs
+    from ``judge_verdict`` the two disagree (``disagreement``), whatever the policy made of it.
+    ``p_supported`` is the judge's probability that the claim is supported, read from the verdict token's
+    log-probabilities where the judge returns them (the embedded judge does).
+    """
+
     model_config = ConfigDict(frozen=True)
 
     text: str
     verdict: Verdict
     reason: str | None = None
+    decided_by: DecidedBy = "judge"
+    judge_verdict: Verdict | None = None
+    check_verdict: Verdict | None = None
+    p_supported: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @property
+    def disagreement(self) -> bool:
+        """The judge and the lexical check gave different verdicts for this claim."""
+        return (
+            self.judge_verdict is not None
+            and self.check_verdict is not None
+            and self.judge_verdict != self.check_verdict
+        )
 
 
 class VerdictCounts(BaseModel):

@@ -1,8 +1,8 @@
-"""The faithfulness pipeline: truths (optional) → claims → verdicts → lexical check → score → reason.
+"""The faithfulness pipeline: truths (optional) → claims → proof → verdicts → checks → score → reason.
 
-By default the claims are the answer's sentences (split in code), the lexical check and the score are code,
-and the reason is a template: one judge call per evaluation (per ``verdict_batch_size`` claims). With the
-embedded judge, claims the lexical check grounds are settled in code and only the others are sent to it.
+By default the claims are the answer's sentences (split in code), the score is code, and the reason is a
+template: one judge call per evaluation (per ``verdict_batch_size`` claims). Claims code can prove supported
+are settled without the judge; the judge decides every other claim (``verdict_checks``).
 
 ``run_pipeline`` never raises for judge failures: it returns ``outcome=error`` with the step that failed and
 every LLM call made up to that point, so a failed evaluation still reports what it cost.
@@ -20,7 +20,7 @@ from typing import Literal
 from faithtrace._errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring import grounding, reasons, steps, verdict_checks
+from faithtrace.scoring import grounding, proof, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
@@ -236,6 +236,7 @@ async def _judge(
     run: _Run, documents: list[str], claims: list[str]
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
+    logprobs = local_mode(run.options.verdict_logprobs, run.judge.settings, "on", "off") == "on"
     judged, calls = await steps.judge_claims(
         run.judge,
         steps.VerdictsInput(
@@ -247,6 +248,8 @@ async def _judge(
             # takes about 4 hours."). Relevance is not faithfulness.
             question=None,
             evidence=grounding.evidence(claims, documents) if by_evidence == "evidence" else None,
+            logprobs=logprobs,
+            min_p_supported=run.options.min_p_supported if logprobs else 0.0,
         ),
         run.options.verdict_batch_size,
     )
@@ -297,17 +300,18 @@ async def run_pipeline(
         verdicts = [ClaimVerdict(text=c, verdict="idk", reason="No context was retrieved.") for c in claims]
         outcome = Outcome.NO_CONTEXT
     else:
-        checks = verdict_checks.Checks(
-            demote_yes=options.lexical_check,
-            decide_absence=local_mode(options.absence_check, judge.settings, "lexical", "judge") == "lexical",
-            decide_contradiction=local_mode(options.contradiction_check, judge.settings, "lexical", "judge")
-            == "lexical",
+        # Proven claims are settled in code; every other claim goes to the judge (verdict_checks).
+        proofs = (
+            proof.proven(claims, grounding.document_sentences(documents))
+            if options.prove_support
+            else [None] * len(claims)
         )
-        # One lexical look per claim serves both settling claims before the judge and checking its verdicts.
-        found = grounding.check_claims(claims, documents, question) if checks.active else []
-        settled: list[ClaimVerdict | None] = (
-            verdict_checks.settle(claims, found) if checks.settles_grounded else [None] * len(claims)
-        )
+        settled = [
+            None
+            if i is None
+            else ClaimVerdict(text=c, verdict="yes", reason=proof.PROVEN_NOTE, decided_by="proof")
+            for c, i in zip(claims, proofs, strict=True)
+        ]
         ask = [c for c, done in zip(claims, settled, strict=True) if done is None]
         judged: list[ClaimVerdict] = []
         calls: list[LLMCall] = []
@@ -319,7 +323,8 @@ async def run_pipeline(
         run.record("verdicts", calls, t0)
         answers = iter(judged)
         merged = [done if done is not None else next(answers) for done in settled]
-        verdicts = verdict_checks.apply(merged, found, checks)
+        policy = local_mode(options.verdict_policy, judge.settings, "numbers", "judge")
+        verdicts = verdict_checks.apply(merged, grounding.check_claims(claims, documents, question), policy)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from faithtrace.judge.client import Judge, OutputRejected
-from faithtrace.scoring import prompts
+from faithtrace.scoring import confidence, prompts
 from faithtrace.scoring.models import ClaimVerdict, LLMCall, Verdict
 
 # Output budgets per step: enough for real work, small enough that a looping small model stops quickly.
@@ -123,6 +123,9 @@ class VerdictsInput(BaseModel):
     question: str | None = None
     # Per claim, the document text to judge it against instead of the whole documents (local judge).
     evidence: list[str] | None = None
+    # Read the verdict tokens' log-probabilities (``confidence``), and the P(yes) a "yes" needs.
+    logprobs: bool = False
+    min_p_supported: float = 0.0
 
 
 class VerdictsOutput(BaseModel):
@@ -184,6 +187,8 @@ async def judge_batch(
     truths: Sequence[str],
     question: str | None = None,
     evidence: Sequence[str] | None = None,
+    logprobs: bool = False,
+    min_p_supported: float = 0.0,
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     n = len(claims)
     schema = _verdicts_reply(n)
@@ -201,12 +206,28 @@ async def judge_batch(
         schema=schema,
         check=check,
         max_tokens=32 + _VERDICT_TOKENS_PER_CLAIM * n,
+        logprobs=logprobs,
     )
     items = _align(reply.value, n)
-    verdicts = [
-        ClaimVerdict(text=claim, verdict=item.verdict, reason=(item.reason or "").strip() or None)
-        for claim, item in zip(claims, items, strict=True)
-    ]
+    # Read in reply order, which _align may have sorted into claim order.
+    dists = confidence.verdict_distributions(reply.logprobs or [], n) if reply.logprobs else [None] * n
+    by_item = {id(item): dist for item, dist in zip(reply.value.verdicts, dists, strict=False)}
+    verdicts = []
+    for claim, item in zip(claims, items, strict=True):
+        dist = by_item.get(id(item))
+        verdict = confidence.decide(item.verdict, dist, min_p_supported)
+        reason = (item.reason or "").strip() or None
+        if verdict != item.verdict:
+            note = f"the judge wrote {item.verdict} with P(yes) = {dist['yes']:.2f}" if dist else ""
+            reason = f"{reason} ({note})" if reason else note
+        verdicts.append(
+            ClaimVerdict(
+                text=claim,
+                verdict=verdict,
+                reason=reason,
+                p_supported=None if dist is None else round(dist["yes"], 4),
+            )
+        )
     return verdicts, reply.calls
 
 
@@ -225,7 +246,14 @@ async def judge_claims(
         evidence = None if data.evidence is None else data.evidence[start : start + batch_size]
         try:
             got, batch_calls = await judge_batch(
-                judge, data.documents, batch, data.truths, data.question, evidence
+                judge,
+                data.documents,
+                batch,
+                data.truths,
+                data.question,
+                evidence,
+                logprobs=data.logprobs,
+                min_p_supported=data.min_p_supported,
             )
         except Exception as exc:
             prior = list(getattr(exc, "calls", []))

@@ -1,73 +1,78 @@
-"""Where the lexical check (``grounding``) has a say over the judge's verdicts, and where the last word.
+"""The judge decides; code proves, flags and records (``ScoringOptions.prove_support``, ``verdict_policy``).
 
-Which check decides what is an option (``absence_check``, ``contradiction_check``): the judge for real models,
-the lexical check for the embedded 1.5B judge, whose "idk" carried no signal on RAGTruth and whose "no" fell
-on grounded claims of faithful answers more often than of hallucinated ones. A "yes" for a claim the check
-cannot ground is never let through, whoever decides the rest.
+Three rules, in this order of power:
+
+* A claim ``proof`` proves supported (contained in one document sentence, everything that matters aligned) is
+  "yes" without asking the judge (``decided_by="proof"``).
+* Every other claim gets the judge's verdict. The lexical check's own view of it (``check_verdict``: "idk"
+  when its numbers or most of its words are nowhere in the documents, "no" when it is negated where its
+  evidence is not, "yes" otherwise) is recorded next to it, so a disagreement is visible on the claim and its
+  event, whoever wins.
+* ``verdict_policy`` decides whether the check may lower a judge's "yes" to its own verdict, recorded as
+  ``decided_by="check"``: never (``judge``, the default with any configured model); when a number of the
+  claim (compared by value) is nowhere in the documents (``numbers``, the default with the
+  embedded judge, which says "yes" to a swapped year); or when it cannot ground the claim at all
+  (``strict``). The check never raises a verdict: word overlap cannot tell a paraphrase from a
+  contradiction, so it must never turn a judge's "no" into "yes".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from faithtrace.scoring import grounding
-from faithtrace.scoring.models import ClaimVerdict
+from faithtrace.scoring.models import ClaimVerdict, Verdict
 
-# The reason on a claim the lexical check settled without asking the judge (both checks lexical).
-SETTLED_NOTE = "the documents contain the claim's words, and its evidence its numbers; not sent to the judge"
-
-
-@dataclass(frozen=True)
-class Checks:
-    """The lexical check's powers for one evaluation."""
-
-    demote_yes: bool  # ``lexical_check``: an ungrounded "yes" becomes "idk" (so do the other two powers)
-    decide_absence: bool  # an "idk" for a grounded claim becomes "yes"
-    decide_contradiction: bool  # a "no" for a grounded claim, of the same polarity as its evidence, is "yes"
-
-    @property
-    def active(self) -> bool:
-        return self.demote_yes or self.decide_absence or self.decide_contradiction
-
-    @property
-    def settles_grounded(self) -> bool:
-        # When no verdict of the judge could change a grounded claim's outcome, asking about it is waste.
-        return self.decide_absence and self.decide_contradiction
+DISAGREEMENT_NOTE = "the judge said {judge}; the lexical check says {check}: {why}"
 
 
-def overrulable(g: grounding.Grounding) -> bool:
-    """Grounded, and saying what its evidence says rather than its opposite ("does not" against "does")."""
-    return not g.unsupported(grounding.MAX_MISSING_SHARE) and not g.polarity_differs
+def check_verdict(g: grounding.Grounding) -> Verdict:
+    """What the lexical check alone would say about a claim (a weak signal: recorded, rarely decisive)."""
+    if g.unsupported(grounding.MAX_MISSING_SHARE):
+        return "idk"
+    if g.polarity_differs:
+        return "no"
+    return "yes"
 
 
-def settle(claims: Sequence[str], found: Sequence[grounding.Grounding]) -> list[ClaimVerdict | None]:
-    """Per claim, the verdict the lexical check settles without the judge, or None: ask the judge.
+def _why(g: grounding.Grounding, verdict: Verdict) -> str:
+    if verdict == "idk":
+        return g.describe()
+    if verdict == "no":
+        return "the claim is negated where its evidence is not, or the other way round"
+    return "the documents contain its numbers and words"
 
-    ``found``: ``grounding.check_claims`` of the same claims, in the same order.
-    """
-    return [
-        ClaimVerdict(text=c, verdict="yes", reason=SETTLED_NOTE) if overrulable(g) else None
-        for c, g in zip(claims, found, strict=True)
-    ]
+
+def lowers(policy: str, g: grounding.Grounding) -> bool:
+    """Whether ``policy`` lowers a judge's "yes" for a claim with grounding ``g``."""
+    if policy == "strict":
+        return check_verdict(g) != "yes"
+    if policy == "numbers":
+        # Anywhere in the documents, not just in the claim's evidence: evidence is picked by shared words,
+        # and a faithful claim that merges two sentences often shares none with the one holding its number.
+        return bool(g.numbers_absent)
+    return False
 
 
 def apply(
-    verdicts: Sequence[ClaimVerdict], found: Sequence[grounding.Grounding], checks: Checks
+    verdicts: Sequence[ClaimVerdict], found: Sequence[grounding.Grounding], policy: str
 ) -> list[ClaimVerdict]:
-    """The verdicts after the lexical check, in the same order (``found``: their claims' groundings)."""
-    if not checks.active:
-        return list(verdicts)
+    """The judge's ``verdicts`` with the check's view recorded, lowered where ``policy`` says so.
+
+    ``found``: the claims' groundings, in the same order. Verdicts already decided by proof pass unchanged.
+    """
     out = []
     for v, g in zip(verdicts, found, strict=True):
-        unsupported = g.unsupported(grounding.MAX_MISSING_SHARE)
-        if v.verdict == "yes" and unsupported:
-            v = ClaimVerdict(text=v.text, verdict="idk", reason="the judge said yes, but " + g.describe())
-        elif v.verdict == "idk" and checks.decide_absence and not unsupported:
-            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.FOUND_NOTE)
-        elif v.verdict == "idk" and checks.decide_absence and not v.reason:
-            v = ClaimVerdict(text=v.text, verdict="idk", reason=g.describe())
-        elif v.verdict == "no" and checks.decide_contradiction and overrulable(g):
-            v = ClaimVerdict(text=v.text, verdict="yes", reason=grounding.OVERRULED_NOTE)
-        out.append(v)
+        if v.decided_by != "judge":
+            out.append(v)
+            continue
+        check = check_verdict(g)
+        update: dict[str, object] = {"judge_verdict": v.verdict, "check_verdict": check}
+        if v.verdict == "yes" and lowers(policy, g):
+            # The judge's own reason stays readable next to why its verdict was lowered.
+            note = DISAGREEMENT_NOTE.format(judge=v.verdict, check=check, why=_why(g, check))
+            update.update(
+                verdict=check, decided_by="check", reason=f"{v.reason} ({note})" if v.reason else note
+            )
+        out.append(v.model_copy(update=update))
     return out

@@ -1,0 +1,290 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
+"""Honest verdicts: the judge decides, code proves or flags, and disagreements are recorded.
+
+The oracle test runs every probe of ``benchmarks/data/probes.jsonl`` (contradictions of ten kinds and faithful
+paraphrases) against a stand-in judge that knows each probe's truth and answers each claim correctly, through
+litellm and the real parsing path. With default options the score must follow it exactly: this tests our code
+around a judge, not a model. The misbehaving judges check that a disagreement between the judge and the
+lexical check is recorded on the claim and its event, and what each policy makes of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import faithtrace
+from _scoring_fixtures import FakeJudge, fake_judge  # noqa: F401  (fixture)
+from _trace_fixtures import clean_env, ft  # noqa: F401  (fixtures)
+from faithtrace import ScoringOptions, trace_faithfulness
+from faithtrace._telemetry import names as n
+from faithtrace.scoring import confidence, grounding, proof
+from faithtrace.testing import FaithtraceCapture
+
+PROBES = [
+    json.loads(line)
+    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")
+    .read_text()
+    .splitlines()
+    if line.strip()
+]
+
+
+def _user(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def _claims_asked(body: dict[str, Any]) -> list[str]:
+    block = re.search(r"<claims>\n(.*?)\n</claims>", _user(body), re.DOTALL)
+    assert block is not None
+    return re.findall(r"^\d+\. (.+)$", block.group(1), re.MULTILINE)
+
+
+def _logprobs(verdicts: list[str], p_yes: list[float]) -> dict[str, Any]:
+    """OpenAI-shaped logprobs for a verdicts reply: each verdict token with yes/no/idk alternatives."""
+    content: list[dict[str, Any]] = []
+    for i, (verdict, p) in enumerate(zip(verdicts, p_yes, strict=True)):
+        lead = ("" if i == 0 else ", ") + f'{{"claim": {i + 1}, "verdict": "'
+        content.append({"token": lead, "logprob": 0.0, "top_logprobs": []})
+        rest = (1.0 - p) / 2
+        top = [("yes", p), ("no", rest), ("idk", rest)]
+        content.append(
+            {
+                "token": verdict,
+                "logprob": math.log(dict(top)[verdict]),
+                "top_logprobs": [{"token": t, "logprob": math.log(q)} for t, q in top],
+            }
+        )
+        content.append({"token": '"}', "logprob": 0.0, "top_logprobs": []})
+    return {"content": content}
+
+
+def _views(res: Any) -> list[tuple[Any, ...]]:
+    return [(c.verdict, c.decided_by, c.judge_verdict, c.check_verdict) for c in res.claims]
+
+
+def oracle(probe: dict[str, Any], *, with_logprobs: bool = False) -> Any:
+    """A judge that answers every claim of ``probe`` correctly: "no" for its false sentences, else "yes"."""
+    false = set(probe["false_sentences"])
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        claims = _claims_asked(body)
+        verdicts = ["no" if c in false else "yes" for c in claims]
+        content = json.dumps({"verdicts": [{"claim": i + 1, "verdict": v} for i, v in enumerate(verdicts)]})
+        spec: dict[str, Any] = {"content": content}
+        if with_logprobs:
+            spec["logprobs"] = _logprobs(verdicts, [0.97 if v == "yes" else 0.02 for v in verdicts])
+        return spec
+
+    return reply
+
+
+def test_the_probe_set_is_what_the_issue_asks_for() -> None:
+    contradictions = [p for p in PROBES if p["label"] == "contradiction"]
+    faithful = [p for p in PROBES if p["label"] == "faithful"]
+    assert len(contradictions) >= 60
+    assert len({p["kind"] for p in contradictions}) >= 8
+    assert len(faithful) >= 30
+    held = [p for p in PROBES if p["split"] == "heldout"]
+    assert len(held) >= len(PROBES) // 3 - 1
+    # Every false sentence is a claim the pipeline will see (the splitter does not hide it).
+    for p in contradictions:
+        assert set(p["false_sentences"]) <= set(grounding.split_statements(p["answer"]))
+
+
+@pytest.mark.parametrize(
+    ("options", "with_logprobs"),
+    [
+        (ScoringOptions(), False),
+        # What the embedded judge gets: evidence sentences per claim, and P(yes) read from log-probabilities.
+        (ScoringOptions(verdict_context="evidence", verdict_logprobs="on"), True),
+    ],
+    ids=["defaults", "evidence-and-logprobs"],
+)
+def test_the_score_follows_a_correct_judge_on_every_probe(
+    fake_judge: FakeJudge, options: ScoringOptions, with_logprobs: bool
+) -> None:
+    wrong = []
+    for probe in PROBES:
+        fake_judge.on("verdicts", oracle(probe, with_logprobs=with_logprobs))
+        res = faithtrace.evaluate(
+            probe["question"],
+            probe["contexts"],
+            probe["answer"],
+            judge=fake_judge.settings(),
+            options=options,
+        )
+        assert res.outcome == "scored", (probe["id"], res.error)
+        ok = res.passed and res.score == 1.0 if probe["label"] == "faithful" else (not res.passed)
+        ok = ok and (probe["label"] == "faithful" or (res.score or 0.0) < 1.0)
+        # No claim's verdict differs from the oracle's, whoever decided it.
+        for claim in res.claims:
+            truth = "no" if claim.text in probe["false_sentences"] else "yes"
+            ok = ok and claim.verdict == truth
+            if claim.decided_by == "proof":
+                assert truth == "yes", (probe["id"], claim.text)  # code never proves a false claim
+        if not ok:
+            wrong.append((probe["id"], res.score, [(c.text, c.verdict, c.decided_by) for c in res.claims]))
+    assert wrong == []
+
+
+def test_a_proven_claim_skips_the_judge_and_an_unproven_one_is_judged(fake_judge: FakeJudge) -> None:
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
+    res = faithtrace.evaluate(
+        "When is the meeting?",
+        ["The quarterly meeting is held on Tuesday in room 4."],
+        "The quarterly meeting is held on Tuesday. The quarterly meeting is held on Friday.",
+        judge=fake_judge.settings(),
+    )
+    proven, judged = res.claims
+    assert (proven.verdict, proven.decided_by, proven.judge_verdict) == ("yes", "proof", None)
+    assert (judged.verdict, judged.decided_by, judged.judge_verdict) == ("no", "judge", "no")
+    assert [_claims_asked(r) for r in fake_judge.requests_for("verdicts")] == [
+        ["The quarterly meeting is held on Friday."]
+    ]
+    assert res.score == 0.5
+    assert res.passed is False
+
+
+def test_proof_compares_numbers_by_value_and_refuses_swaps() -> None:
+    doc = "The service has 10,000 active users and charges 5 % per transfer."
+    assert proof.contained("The service has 10000 active users.", doc)
+    assert proof.contained("The service has 10 000 active users.", doc)
+    assert proof.contained("Each transfer costs 5 percent.", "Each transfer costs 5 %.")
+    assert proof.contained("The trail is 8 kilometres long.", "The trail is 8 km long.")
+    assert proof.contained("A charge takes four hours.", "A charge takes 4 hours.")
+    assert not proof.contained("It charges 5 percent per transfer.", doc)  # "it" is nowhere in the sentence
+    assert not proof.contained("The service has 1,000 active users.", doc)
+    assert not proof.contained("The service does not have 10,000 active users.", doc)
+    assert not proof.contained("The tenant pays the landlord.", "The landlord pays the tenant.")
+    assert not proof.contained("The match is cancelled.", "If it rains, the match is cancelled.")
+    assert not proof.contained("It costs 10 dollars.", "It costs 5 to 10 dollars.")
+    assert not proof.contained("Port 80 serves HTTPS.", "Port 80 serves HTTP and port 443 serves HTTPS.")
+    assert not proof.contained("It was designed by Andersen.", "It was designed by Anderson.")
+
+
+def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_recorded(
+    fake_judge: FakeJudge,
+) -> None:
+    # The judge says "yes" to a claim whose words are not in the documents: a paraphrase the check cannot
+    # ground (the judge may be right), or a lenient judge (it may be wrong). Either way both views are kept.
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}]}))
+    doc = ["The office is open Monday to Friday."]
+    res = faithtrace.evaluate(None, doc, "The office opens on weekdays only.", judge=fake_judge.settings())
+    assert _views(res) == [("yes", "judge", "yes", "idk")]
+    assert res.claims[0].disagreement
+    assert res.score == 1.0
+
+    strict = faithtrace.evaluate(
+        None,
+        doc,
+        "The office opens on weekdays only.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_policy="strict"),
+    )
+    assert _views(strict) == [("idk", "check", "yes", "idk")]
+    assert strict.score == 0.0
+    assert "lexical check says idk" in (strict.claims[0].reason or "")
+
+
+def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
+    # Every word of the role swap is in the documents; the judge's "no" stands under every policy.
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
+    for policy in ("auto", "judge", "numbers", "strict"):
+        res = faithtrace.evaluate(
+            None,
+            ["Under the lease, the tenant pays the landlord a monthly rent."],
+            "Under the lease, the landlord pays the tenant a monthly rent.",
+            judge=fake_judge.settings(),
+            options=ScoringOptions(verdict_policy=policy),  # type: ignore[arg-type]
+        )
+        (claim,) = res.claims
+        assert (claim.verdict, claim.check_verdict, claim.disagreement) == ("no", "yes", True), policy
+        assert res.passed is False
+
+
+def test_the_judges_own_probability_decides_a_yes(fake_judge: FakeJudge) -> None:
+    # The sampled token says "yes", but the judge put only 0.2 on it: with log-probabilities read, that is
+    # not a "yes" (min_p_supported 0.8); P(yes) is recorded either way.
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "content": json.dumps(
+                {"verdicts": [{"claim": 1, "verdict": "yes"}, {"claim": 2, "verdict": "yes"}]}
+            ),
+            "logprobs": _logprobs(["yes", "yes"], [0.2, 0.9]),
+        }
+
+    fake_judge.on("verdicts", reply)
+    res = faithtrace.evaluate(
+        None,
+        ["Senior nurses train the new interns. The ward has 30 beds."],
+        "The interns train the senior nurses. The ward holds thirty beds.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_logprobs="on"),
+    )
+    first, second = res.claims
+    assert (first.verdict, first.p_supported) == ("no", pytest.approx(0.2))
+    assert (second.verdict, second.p_supported) == ("yes", pytest.approx(0.9))
+    assert fake_judge.requests_for("verdicts")[0]["logprobs"] is True
+
+
+def test_verdict_distributions_follow_the_tokenizer_however_it_splits() -> None:
+    tokens = [
+        ('{"', {}),
+        ("verd", {}),
+        ('ict":', {}),
+        (' "', {}),
+        ("Yes", {"Yes": math.log(0.6), "no": math.log(0.3), "id": math.log(0.1)}),
+        ('"}', {}),
+    ]
+    (dist,) = confidence.verdict_distributions(tokens, 1)
+    assert dist is not None
+    assert dist["yes"] == pytest.approx(0.6)
+    assert dist["idk"] == pytest.approx(0.1)
+    assert confidence.verdict_distributions([], 2) == [None, None]
+
+
+def test_claim_events_carry_both_verdicts(ft: FaithtraceCapture, fake_judge: FakeJudge) -> None:
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}]}))
+    ft.configure(judge=fake_judge.settings())
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return "The office is open Monday to Friday. The office opens on weekdays only."
+
+    answer("When is the office open?", ["The office is open Monday to Friday."])
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    events = [dict(e.attributes or {}) for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    proven, judged = events
+    assert proven[n.CLAIM_DECIDED_BY] == "proof"
+    assert proven[n.CLAIM_DISAGREEMENT] is False
+    assert n.CLAIM_JUDGE_VERDICT not in proven
+    assert judged[n.CLAIM_DECIDED_BY] == "judge"
+    assert (judged[n.CLAIM_JUDGE_VERDICT], judged[n.CLAIM_CHECK_VERDICT]) == ("yes", "idk")
+    assert judged[n.CLAIM_DISAGREEMENT] is True
+    assert judged[n.CLAIM_VERDICT] == "yes"
+
+
+def test_the_numbers_policy_lowers_a_yes_only_for_a_number_its_evidence_lacks(fake_judge: FakeJudge) -> None:
+    # What the embedded judge gets by default: it says "yes" to a swapped year. A number compared by value
+    # ("eight kilometres" for "8 km") and a synonym are not lowered.
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": i, "verdict": "yes"} for i in (1, 2, 3)]}))
+    res = faithtrace.evaluate(
+        None,
+        ["The bridge opened to traffic in 1937. The footpath along it is 8 km long."],
+        "Traffic first crossed the bridge in 1951. Its footpath measures eight kilometres. Traffic first "
+        "crossed the bridge in 1937.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_policy="numbers", prove_support=False),
+    )
+    assert [(c.verdict, c.decided_by, c.judge_verdict) for c in res.claims] == [
+        ("idk", "check", "yes"),
+        ("yes", "judge", "yes"),
+        ("yes", "judge", "yes"),
+    ]
