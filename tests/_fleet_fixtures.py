@@ -376,8 +376,9 @@ faithtrace.configure(scoring="remote")
 def answer(question: str, contexts: list[str]) -> str:
     ctx = trace.get_current_span().get_span_context()
     print(json.dumps({"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}), flush=True)
-    # Three sentences, three claims: the stand-in judge answers three verdicts (its --items default).
-    return "The Eiffel Tower is 330 metres tall. It was completed in 1889. It stands in Paris."
+    # Three sentences, three claims, none contained word for word in the contexts (such a claim is proven in
+    # code and never asked): the stand-in judge answers three verdicts (its --items default).
+    return "The tower rises 330 metres. Builders finished it in 1889. Paris is its home."
 
 plain = trace.get_tracer("fleet-app.plain")
 for i in range(count):
