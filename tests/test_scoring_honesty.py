@@ -189,17 +189,17 @@ def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_rec
     )
     assert _views(strict) == [("idk", "check", "yes", "idk")]
     assert strict.score == 0.0
-    assert "lexical check says idk" in (strict.claims[0].reason or "")
+    assert "checks say idk" in (strict.claims[0].reason or "")
 
 
 def test_the_check_never_raises_a_judges_no(fake_judge: FakeJudge) -> None:
-    # Every word of the role swap is in the documents; the judge's "no" stands under every policy.
+    # A paraphrase whose words the lexical check cannot find: the judge's "no" stands under every policy.
     fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
-    for policy in ("auto", "judge", "numbers", "strict"):
+    for policy in ("auto", "judge", "numbers", "checks", "strict"):
         res = faithtrace.evaluate(
             None,
             ["Under the lease, the tenant pays the landlord a monthly rent."],
-            "Under the lease, the landlord pays the tenant a monthly rent.",
+            "The tenant owes the landlord a monthly rent under the lease.",
             judge=fake_judge.settings(),
             options=ScoringOptions(verdict_policy=policy),  # type: ignore[arg-type]
         )

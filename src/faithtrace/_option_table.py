@@ -116,11 +116,13 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     Option("scoring.prove_support", "Skip the judge for a claim code proves supported: one document sentence "
         "contains it, with every number, name, negation and condition aligned (the rest are judged).",
         True),
-    Option("scoring.verdict_policy", "When the lexical check disagrees with the judge (both verdicts are "
-        "recorded): judge (its verdict stands), numbers (a yes for a claim with a number absent from the "
-        "documents becomes idk), strict (also a yes with over 30 % unknown content words), or auto (numbers "
-        "with the embedded judge, judge otherwise). A no or idk always stands.",
-        "auto", choices=("auto", "judge", "numbers", "strict")),
+    Option("scoring.verdict_policy", "When the checks disagree with the judge (both verdicts are recorded): "
+        "judge (its verdict stands), numbers (a yes for a claim with a number absent from the documents "
+        "becomes idk), checks (that, and a yes for a claim that is a document sentence with a negation "
+        "flipped, two parts exchanged or a detail from a parallel clause becomes no), strict (also a yes "
+        "with over 30 % unknown content words), or auto (checks with the embedded judge, judge otherwise). "
+        "A no or idk always stands.",
+        "auto", choices=("auto", "judge", "numbers", "checks", "strict")),
     Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "
         "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",
         "auto", choices=("auto", "on", "off")),

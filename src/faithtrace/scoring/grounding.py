@@ -96,7 +96,7 @@ _STOPWORD_TEXT = (
     "things something way ways lot lots good best better simply easily ready done start started begin "
     "firstly secondly thirdly finally lastly "
 )
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
 # More than this share of a claim's content words absent from the documents: not supported. Chosen on the
 # RAGTruth QA dev rows outside the benchmark's quick subset (0.25-0.3 was a plateau); paraphrase of supported
@@ -147,6 +147,13 @@ class Grounding:
     polarity_differs: bool = False
     # The claim's numbers that occur nowhere in the documents or the question (not just not in its evidence).
     numbers_absent: tuple[str, ...] = ()
+    # The document sentences sharing the most of the claim's words (where ``contradictions`` looks).
+    near: tuple[str, ...] = ()
+
+    @property
+    def unmatched(self) -> list[str]:
+        """The claim's numbers its evidence lacks and its words no document uses (for the judge to find)."""
+        return [*self.numbers_missing, *self.words_missing]
 
     @property
     def missing_share(self) -> float:
@@ -172,7 +179,7 @@ def check(statement: str, vocabulary: Vocabulary, numbers: frozenset[str] | None
     content = 0
     seen: set[str] = set()
     for tok in _tokens(_PLACEHOLDER.sub(" ", statement)):
-        if tok in seen or tok in _STOPWORDS or (len(tok) < 3 and not tok[0].isdigit()):
+        if tok in seen or tok in STOPWORDS or (len(tok) < 3 and not tok[0].isdigit()):
             continue
         seen.add(tok)
         if tok[0].isdigit():
@@ -205,7 +212,14 @@ def check_claims(claims: Sequence[str], documents: Sequence[str], question: str 
         got = check(claim, vocabulary, frozenset(numbers | asked))
         differs = bool(near) and _negated(claim) != any(_negated(sentences[i]) for i in near)
         absent = tuple(n for n in got.numbers_missing if n not in vocabulary.stems)
-        out.append(dataclasses.replace(got, polarity_differs=differs, numbers_absent=absent))
+        out.append(
+            dataclasses.replace(
+                got,
+                polarity_differs=differs,
+                numbers_absent=absent,
+                near=tuple(sentences[i] for i in near),
+            )
+        )
     return out
 
 
@@ -256,7 +270,7 @@ def _keys(text: str) -> set[str]:
     return {
         _stem(t)
         for t in _tokens(_PLACEHOLDER.sub(" ", text))
-        if t not in _STOPWORDS and (len(t) >= 3 or t[0].isdigit())
+        if t not in STOPWORDS and (len(t) >= 3 or t[0].isdigit())
     }
 
 

@@ -20,7 +20,7 @@ class ScoringOptions(BaseModel):
     use_truths: bool = field("scoring.use_truths")
     claim_source: Literal["sentences", "judge"] = field("scoring.claim_source")
     prove_support: bool = field("scoring.prove_support")
-    verdict_policy: Literal["auto", "judge", "numbers", "strict"] = field("scoring.verdict_policy")
+    verdict_policy: Literal["auto", "judge", "numbers", "checks", "strict"] = field("scoring.verdict_policy")
     verdict_logprobs: Literal["auto", "on", "off"] = field("scoring.verdict_logprobs")
     min_p_supported: float = field("scoring.min_p_supported")
     verdict_context: Literal["auto", "documents", "evidence"] = field("scoring.verdict_context")

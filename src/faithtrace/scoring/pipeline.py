@@ -233,10 +233,11 @@ async def _truths_and_claims(
 
 
 async def _judge(
-    run: _Run, documents: list[str], claims: list[str]
+    run: _Run, documents: list[str], claims: list[str], found: Sequence[grounding.Grounding]
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
     logprobs = local_mode(run.options.verdict_logprobs, run.judge.settings, "on", "off") == "on"
+    evidence = grounding.evidence(claims, documents) if by_evidence == "evidence" else None
     judged, calls = await steps.judge_claims(
         run.judge,
         steps.VerdictsInput(
@@ -247,7 +248,8 @@ async def _judge(
             # contradicted (a faithful answer to the demo's range question scored 0.5 for "A full charge
             # takes about 4 hours."). Relevance is not faithfulness.
             question=None,
-            evidence=grounding.evidence(claims, documents) if by_evidence == "evidence" else None,
+            evidence=evidence,
+            focus=None if evidence is None else [g.unmatched for g in found],
             logprobs=logprobs,
             min_p_supported=run.options.min_p_supported if logprobs else 0.0,
         ),
@@ -312,19 +314,22 @@ async def run_pipeline(
             else ClaimVerdict(text=c, verdict="yes", reason=proof.PROVEN_NOTE, decided_by="proof")
             for c, i in zip(claims, proofs, strict=True)
         ]
-        ask = [c for c, done in zip(claims, settled, strict=True) if done is None]
+        found = grounding.check_claims(claims, documents, question)
+        asked = [i for i, done in enumerate(settled) if done is None]
         judged: list[ClaimVerdict] = []
         calls: list[LLMCall] = []
-        if ask:
+        if asked:
             try:
-                judged, calls = await _judge(run, documents, ask)
+                judged, calls = await _judge(
+                    run, documents, [claims[i] for i in asked], [found[i] for i in asked]
+                )
             except _JUDGE_FAILURES as exc:
                 return run.failed("verdicts", exc, t0)
         run.record("verdicts", calls, t0)
         answers = iter(judged)
         merged = [done if done is not None else next(answers) for done in settled]
-        policy = local_mode(options.verdict_policy, judge.settings, "numbers", "judge")
-        verdicts = verdict_checks.apply(merged, grounding.check_claims(claims, documents, question), policy)
+        policy = local_mode(options.verdict_policy, judge.settings, "checks", "judge")
+        verdicts = verdict_checks.apply(merged, found, policy)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.

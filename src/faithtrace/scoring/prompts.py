@@ -156,6 +156,38 @@ def evidence_verdict_messages(
     return _messages(user)
 
 
+def focus_verdict_messages(
+    claims: Sequence[str], evidence: Sequence[str], words: Sequence[Sequence[str]]
+) -> list[dict[str, str]]:
+    """Each claim with its evidence and the claim's words that no document uses: is *that* stated?
+
+    For the small local judge, which reads word overlap as agreement and says "yes" to a claim with a swapped
+    day or an added tool as long as most of its words are in the evidence: asked about the few words code
+    could not find, it tells a paraphrase ("lowers" for "reduces") from an addition or a swap far better
+    (probes: every faithful claim at P(yes) >= 0.82, all but one contradiction below). Code only picks the
+    words; the judge decides what they mean. The words are the claim's own text, defused like the rest.
+    """
+    pairs = "\n".join(
+        f"{i + 1}. {neutralise(c).strip()}\n"
+        + block("evidence", e)
+        + "\nWords to find: "
+        + ", ".join(f'"{neutralise(w)}"' for w in ws)
+        for i, (c, e, ws) in enumerate(zip(claims, evidence, words, strict=True))
+    )
+    n = len(claims)
+    user = (
+        f"<claims>\n{pairs}\n</claims>\n\n"
+        "Each numbered claim is followed by the document text most related to it, in <evidence>, and by the "
+        "claim's words that this text does not use.\n"
+        f"Task: for each of the {n} claims, does the evidence say what those words say (the same thing in "
+        "other words is fine)?\n"
+        "yes = the evidence states it, in the same or other words;\n"
+        "no = the evidence states something else instead (another number, name, day or place);\n"
+        "idk = the evidence does not mention it (an added detail).\n" + _verdict_reply(n)
+    )
+    return _messages(user)
+
+
 # --- reason ---------------------------------------------------------------------------------------
 def reason_messages(score_text: str, findings: Sequence[tuple[str, str, str | None]]) -> list[dict[str, str]]:
     """``findings``: (claim, verdict, judge's reason) for every claim that was not supported."""

@@ -25,7 +25,7 @@ _NEGATION_TEXT = (
     "not no never none nothing nobody neither nor cannot without n't isn't aren't wasn't weren't don't "
     "doesn't didn't won't can't couldn't shouldn't wouldn't hasn't haven't hadn't lacks lack fails"
 )
-_NEGATIONS = frozenset(_NEGATION_TEXT.split())
+NEGATIONS = frozenset(_NEGATION_TEXT.split())
 # Words that change what the rest of a sentence asserts: "if it rains, the match is cancelled" does not
 # state that the match is cancelled. When the sentence has one the claim lacks, there is no proof.
 _QUALIFIER_TEXT = (
@@ -39,7 +39,7 @@ _GAP_TEXT = (
     "more less fewer greater smaller larger higher lower older younger before after and or but to "
     "from who which that whose by"
 )
-_GAP_FORBIDDEN = _NEGATIONS | _QUALIFIERS | frozenset(_GAP_TEXT.split())
+_GAP_FORBIDDEN = NEGATIONS | _QUALIFIERS | frozenset(_GAP_TEXT.split())
 MAX_GAP = 2
 MIN_CLAIM_WORDS = 2
 PROVEN_NOTE = (
@@ -71,11 +71,11 @@ _AGREEMENT = {"are": "is", "were": "was", "have": "has", "do": "does"}
 _SUFFIXES = ("ing", "ies", "ed", "es", "s", "e")
 
 
-def _key(tok: str) -> str:
+def key(tok: str) -> str:
     """Inflection only: "reduces" / "reduced" / "reduce" / "reducing" share a key; "Anderson" and
     "Andersen" do not (no prefix stemming here: a name swap must not look proven). Numbers, negations and
     acronyms stay exact."""
-    if tok[0].isdigit() or tok in _NEGATIONS or "'" in tok or tok.isupper():
+    if tok[0].isdigit() or tok in NEGATIONS or "'" in tok or tok.isupper():
         return tok
     tok = _AGREEMENT.get(tok, tok)
     for _ in range(2):
@@ -90,8 +90,8 @@ def _key(tok: str) -> str:
 
 def _match(claim: Sequence[str], sentence: Sequence[str]) -> bool:
     """Whether ``claim`` occurs in ``sentence`` in order, each gap short and free of forbidden words."""
-    keys = [_key(t) for t in sentence]
-    want = [_key(t) for t in claim]
+    keys = [key(t) for t in sentence]
+    want = [key(t) for t in claim]
 
     def extend(ci: int, si: int) -> bool:
         if ci == len(want):
@@ -108,10 +108,14 @@ def _match(claim: Sequence[str], sentence: Sequence[str]) -> bool:
 
 def contained(claim: str, sentence: str) -> bool:
     """Whether ``sentence`` proves ``claim`` (see the module docstring)."""
-    cw, sw = words(claim), words(sentence)
-    if len([t for t in cw if t.lower() not in grounding._STOPWORDS]) < MIN_CLAIM_WORDS:
+    return contained_words(words(claim), words(sentence))
+
+
+def contained_words(cw: Sequence[str], sw: Sequence[str]) -> bool:
+    """``contained`` on texts already split by ``words``."""
+    if len([t for t in cw if t.lower() not in grounding.STOPWORDS]) < MIN_CLAIM_WORDS:
         return False
-    if sum(t.lower() in _NEGATIONS for t in cw) != sum(t.lower() in _NEGATIONS for t in sw):
+    if sum(t.lower() in NEGATIONS for t in cw) != sum(t.lower() in NEGATIONS for t in sw):
         return False
     if any(t.lower() in _QUALIFIERS for t in set(sw) - set(cw)):
         return False
@@ -120,10 +124,10 @@ def contained(claim: str, sentence: str) -> bool:
 
 def proven(claims: Sequence[str], sentences: Sequence[str]) -> list[int | None]:
     """Per claim, the index of a document sentence that proves it, or None: ask the judge."""
-    split = [(s, set(map(_key, words(s)))) for s in sentences]
+    split = [(s, set(map(key, words(s)))) for s in sentences]
     out: list[int | None] = []
     for claim in claims:
-        need = {_key(t) for t in words(claim)}
+        need = {key(t) for t in words(claim)}
         found = None
         for i, (sentence, keys) in enumerate(split):
             if need <= keys and contained(claim, sentence):

@@ -123,6 +123,9 @@ class VerdictsInput(BaseModel):
     question: str | None = None
     # Per claim, the document text to judge it against instead of the whole documents (local judge).
     evidence: list[str] | None = None
+    # With evidence: per claim, its words no document uses (numbers, names, added details). A claim with any
+    # is asked about those words (``prompts.focus_verdict_messages``); the others get the plain question.
+    focus: list[list[str]] | None = None
     # Read the verdict tokens' log-probabilities (``confidence``), and the P(yes) a "yes" needs.
     logprobs: bool = False
     min_p_supported: float = 0.0
@@ -189,6 +192,7 @@ async def judge_batch(
     evidence: Sequence[str] | None = None,
     logprobs: bool = False,
     min_p_supported: float = 0.0,
+    focus: Sequence[Sequence[str]] | None = None,
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     n = len(claims)
     schema = _verdicts_reply(n)
@@ -199,7 +203,9 @@ async def judge_batch(
     reply = await judge.generate(
         step="verdicts",
         messages=(
-            prompts.evidence_verdict_messages(claims, evidence, question)
+            prompts.focus_verdict_messages(claims, evidence, focus)
+            if evidence is not None and focus is not None
+            else prompts.evidence_verdict_messages(claims, evidence, question)
             if evidence is not None
             else prompts.verdict_messages(documents, claims, truths or None, question)
         ),
@@ -237,31 +243,38 @@ async def judge_claims(
     """One verdict per claim, ``batch_size`` claims per call; batches run one after another.
 
     Sequential on purpose: on the local judge each batch reuses the documents' KV cache from the previous
-    request, and with a hosted judge the concurrency limit is shared with other evaluations anyway.
+    request, and with a hosted judge the concurrency limit is shared with other evaluations anyway. With
+    ``focus``, claims with words to find and the others are asked in separate batches (two questions).
     """
-    verdicts: list[ClaimVerdict] = []
+    groups: list[list[int]] = [list(range(len(data.claims)))]
+    if data.evidence is not None and data.focus is not None:
+        plain = [i for i, words in enumerate(data.focus) if not words]
+        groups = [plain, [i for i, words in enumerate(data.focus) if words]]
+    found: dict[int, ClaimVerdict] = {}
     calls: list[LLMCall] = []
-    for start in range(0, len(data.claims), batch_size):
-        batch = data.claims[start : start + batch_size]
-        evidence = None if data.evidence is None else data.evidence[start : start + batch_size]
-        try:
-            got, batch_calls = await judge_batch(
-                judge,
-                data.documents,
-                batch,
-                data.truths,
-                data.question,
-                evidence,
-                logprobs=data.logprobs,
-                min_p_supported=data.min_p_supported,
-            )
-        except Exception as exc:
-            prior = list(getattr(exc, "calls", []))
-            exc.calls = calls + prior  # type: ignore[attr-defined]
-            raise
-        verdicts.extend(got)
-        calls.extend(batch_calls)
-    return VerdictsOutput(verdicts=verdicts), calls
+    for group in groups:
+        focused = len(groups) > 1 and group is groups[-1]
+        for start in range(0, len(group), batch_size):
+            batch = group[start : start + batch_size]
+            try:
+                got, batch_calls = await judge_batch(
+                    judge,
+                    data.documents,
+                    [data.claims[i] for i in batch],
+                    data.truths,
+                    data.question,
+                    None if data.evidence is None else [data.evidence[i] for i in batch],
+                    logprobs=data.logprobs,
+                    min_p_supported=data.min_p_supported,
+                    focus=[data.focus[i] for i in batch] if focused and data.focus is not None else None,
+                )
+            except Exception as exc:
+                prior = list(getattr(exc, "calls", []))
+                exc.calls = calls + prior  # type: ignore[attr-defined]
+                raise
+            found.update(zip(batch, got, strict=True))
+            calls.extend(batch_calls)
+    return VerdictsOutput(verdicts=[found[i] for i in range(len(data.claims))]), calls
 
 
 async def write_reason(judge: Judge, data: ReasonInput) -> tuple[ReasonOutput, list[LLMCall]]:
