@@ -9,7 +9,9 @@ what the judge was asked about, chunk for chunk.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -25,6 +27,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
+from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
@@ -177,6 +180,84 @@ def test_a_stream_dropped_unread_ends_its_span_as_a_capture_error(ft: Faithtrace
     (rag,) = ft.spans("dropped")
     assert rag.attributes[n.CAPTURE_ERROR] == "the returned stream was never read"
     assert point(ft, n.METRIC_EVALUATIONS, **{n.OUTCOME: n.OUTCOME_CAPTURE_ERROR}).value == 1
+
+
+class GatedLLM(ScriptedLLM):
+    """``ScriptedLLM`` whose stream holds its last chunk until ``gate`` is set (a slow LLM)."""
+
+    gate: Any = None
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        text = ""
+        for i, chunk in enumerate(CHUNKS):
+            if i == len(CHUNKS) - 1:
+                assert self.gate.wait(30)
+            text += chunk
+            yield CompletionResponse(text=text, delta=chunk)
+
+
+def test_llamaindex_streaming_chat_engine_is_returned_untouched_and_scored_when_it_ends(
+    ft: FaithtraceCapture,
+) -> None:
+    gate = threading.Event()
+    engine = _index().as_chat_engine(llm=GatedLLM(gate=gate), chat_mode="context")
+
+    @trace_faithfulness
+    def ask(query: str) -> Any:
+        return engine.stream_chat(query)
+
+    response = ask(QUESTION)  # returns while the LLM is still streaming: nothing waited for it
+    assert isinstance(response, StreamingAgentChatResponse)
+    assert not response.is_done
+    assert (
+        ft.spans(
+            "test_llamaindex_streaming_chat_engine_is_returned_untouched_and_scored_when_it_ends.<locals>.ask"
+        )
+        == []
+    )  # the span stays open until the stream ends
+    chunks = response.response_gen
+    assert next(chunks) == CHUNKS[0]
+    gate.set()
+    assert [CHUNKS[0], *chunks] == CHUNKS
+    assert str(response) == ANSWER
+    _scored(
+        ft, "test_llamaindex_streaming_chat_engine_is_returned_untouched_and_scored_when_it_ends.<locals>.ask"
+    )
+
+
+async def test_llamaindex_async_streaming_chat_engine(ft: FaithtraceCapture) -> None:
+    engine = _index().as_chat_engine(llm=ScriptedLLM(), chat_mode="context")
+
+    @trace_faithfulness
+    async def ask(query: str) -> Any:
+        return await engine.astream_chat(query)
+
+    response = await ask(QUESTION)
+    assert isinstance(response, StreamingAgentChatResponse)
+    assert [chunk async for chunk in response.async_response_gen()] == CHUNKS
+    await asyncio.sleep(0)  # the writer task's done callbacks run on the loop (flush() below blocks it)
+    _scored(ft, "test_llamaindex_async_streaming_chat_engine.<locals>.ask")
+
+
+def test_a_chat_response_with_no_writer_is_a_capture_error_and_left_unread(ft: FaithtraceCapture) -> None:
+    read: list[str] = []
+
+    def chat_stream() -> Iterator[Any]:
+        read.append("started")
+        yield from ()
+
+    @trace_faithfulness(name="writerless")
+    def ask(query: str) -> Any:
+        return StreamingAgentChatResponse(chat_stream=chat_stream())  # type: ignore[arg-type]
+
+    response = ask(QUESTION)
+    assert isinstance(response, StreamingAgentChatResponse)
+    assert read == []  # nothing touched the stream
+    assert ft.flush()
+    (rag,) = ft.spans("writerless")
+    assert "no writer thread or task" in rag.attributes[n.CAPTURE_ERROR]
+    assert ft.evaluation_spans() == []
 
 
 # --- LangChain ----------------------------------------------------------------------------------------------

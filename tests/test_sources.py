@@ -165,3 +165,94 @@ def test_remote_mode_records_the_texts_and_scores_nothing_in_process(fake_judge:
     assert attrs["retrieval.documents.0.document.content"] == long_doc  # cut to the scoring limit, not 4096
     assert attrs["retrieval.documents.1.document.content"] == "second"
     assert fake_judge.requests == []
+
+
+def test_an_output_is_read_answer_first_never_as_the_question() -> None:
+    # A LangChain retrieval chain's output repeats the question under "input".
+    out = {"input": "What is it?", "context": [{"page_content": "doc"}], "answer": "It is this."}
+    attrs = {"output.value": json.dumps(out), "output.mime_type": "application/json"}
+    assert oi_text(attrs, "output.value", "output.mime_type") == "It is this."
+    no_answer = {"output.value": json.dumps({"input": "What is it?", "context": []})}
+    assert oi_text(no_answer, "output.value", "output.mime_type") is None
+    chat_input = {"input.value": json.dumps({"message": "Hi?"}), "input.mime_type": "application/json"}
+    assert oi_text(chat_input, "input.value", "input.mime_type") == "Hi?"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "<generator object>",
+        "<async_generator object at 0x7f00aa>",
+        json.dumps({"response_gen": "<generator object>", "source_nodes": []}),
+        json.dumps({"response": "<generator object>"}),
+        json.dumps({"response": ""}),
+    ],
+)
+def test_an_unserialised_object_is_not_an_answer(value: str) -> None:
+    assert oi_text({"output.value": value}, "output.value", "output.mime_type") is None
+
+
+def _span(trace: int, span: int, parent: int, name: str, end: int = 0, **attrs: str) -> SpanView:
+    return SpanView(
+        trace, span, parent, name, CHAIN, {k.replace("_", "."): v for k, v in attrs.items()}, 0, end
+    )
+
+
+def test_a_streamed_answer_comes_from_the_last_llm_reply_and_the_root_holds_it() -> None:
+    asm = _asm()
+    asm.add(_retriever(6, 62, 61, "doc"), 0.0)
+    llm = {"openinference_span_kind": "LLM"}
+    asm.add(_span(6, 64, 63, "llm.stream", 10, input_value="prompt", output_value="Draft.", **llm), 0.0)
+    asm.add(
+        _span(6, 65, 63, "llm.stream", 20, input_value="prompt", output_value="Final answer.", **llm), 0.0
+    )
+    asm.add(_span(6, 63, 61, "synthesize", 30, input_value="Q?", output_value="<generator object>"), 0.0)
+    asm.add(_span(6, 61, 60, "_query", 40, input_value="Q?", output_value='{"response_gen": "<gen>"}'), 0.0)
+    asm.add(_span(6, 60, 0, "query", 50, input_value="Q?", output_value='{"response_gen": "<gen>"}'), 0.0)
+    [(_, item)] = asm.due(0.0)
+    assert item is not None
+    assert (item.span_id, item.function, item.query, item.answer) == (60, "query", "Q?", "Final answer.")
+
+
+def test_an_llm_reply_is_read_from_its_output_messages() -> None:
+    asm = _asm()
+    asm.add(_retriever(7, 72, 70, "doc"), 0.0)
+    attrs = {
+        "openinference.span.kind": "LLM",
+        "output.value": json.dumps({"generations": [[{"text": "ignored"}]]}),
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "From the message.",
+    }
+    asm.add(SpanView(7, 71, 70, "ChatModel", CHAIN, attrs, 0, 5), 0.0)
+    asm.add(_span(7, 70, 0, "agent", 9, input_value="Q?"), 0.0)
+    [(_, item)] = asm.due(0.0)
+    assert item is not None
+    assert (item.span_id, item.answer) == (70, "From the message.")
+
+
+def test_a_root_that_ends_before_its_stream_waits_for_the_open_spans() -> None:
+    asm = _asm(settle_s=1.0)
+    asm.add(_retriever(8, 81, 80, "doc"), 0.0)
+    asm.started(8, 82)  # the stream's LLM span starts after the retrieval ...
+    asm.add(_span(8, 80, 0, "stream_chat", 5, input_value="Q?", output_value='{"response": ""}'), 0.1)
+    assert asm.due(0.2) == []  # ... and the root ends before it: the trace waits
+    assert asm.due(5.0) == []  # past the settle window too, while the span is open
+    assert asm.due(0.3, everything=True) == []  # a flush does not cut the stream short
+    llm = {"openinference_span_kind": "LLM"}
+    asm.add(_span(8, 82, 80, "llm.stream", 9, input_value="prompt", output_value="Streamed.", **llm), 6.0)
+    [(_, item)] = asm.due(6.0)
+    assert item is not None
+    assert (item.span_id, item.answer) == (80, "Streamed.")
+
+
+def test_an_open_span_that_never_ends_is_waited_for_at_most_max_open_s() -> None:
+    asm = Assembler(settle_s=1.0, max_traces=10, max_bytes=1 << 20, max_open_s=10.0)
+    asm.add(_retriever(9, 91, 90, "doc"), 0.0)
+    asm.started(9, 92)
+    asm.add(_chain(9, 90, 0, "Q?", "A."), 0.0)
+    assert asm.due(5.0) == []
+    [(_, item)] = asm.due(10.0)
+    assert item is not None
+    asm.add(_retriever(10, 101, 100, "doc"), 0.0)
+    asm.started(10, 102)
+    assert len(asm.due(0.0, closing=True)) == 1  # shutdown resolves everything

@@ -25,7 +25,9 @@ CONTEXT_NAMES: Final = ("contexts", "context", "documents", "docs")
 # "source_documents"}`` from RetrievalQA, ``{"input", "output"}`` from agents).
 ANSWER_NAMES: Final = ("answer", "text", "content", "response", "result", "output")
 _RESULT_QUERY_NAMES: Final = ("query", "question", "input")
-_RESULT_CONTEXT_NAMES: Final = (*CONTEXT_NAMES, "sources", "chunks", "source_nodes", "source_documents")
+# ``source_nodes`` before ``sources``: a LlamaIndex chat response has both, and its ``sources`` are tool
+# outputs whose content is the repr of the node list.
+_RESULT_CONTEXT_NAMES: Final = (*CONTEXT_NAMES, "source_nodes", "source_documents", "sources", "chunks")
 # An attribute holding the answer's stream on a result object (LlamaIndex's StreamingResponse).
 STREAM_FIELD: Final = "response_gen"
 
@@ -172,6 +174,7 @@ class CaptureSpec:
         path = answer if isinstance(answer, str) else STREAM_FIELD
         self._stream_parts = tuple(p for p in path.split(".") if p)
         self._watch_streams = answer is None or isinstance(answer, str)
+        self.default_answer = answer is None
         self.query = self._resolve("query", query, QUERY_NAMES, _RESULT_QUERY_NAMES)
         self.contexts = self._resolve("contexts", contexts, CONTEXT_NAMES, _RESULT_CONTEXT_NAMES)
         self.answer = self._resolve_answer(answer, streaming)

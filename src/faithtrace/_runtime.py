@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace import _internal
+from faithtrace import _internal, _thread_watch
 from faithtrace._config import Settings, build_settings
 from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
@@ -187,6 +187,7 @@ class Runtime:
     def flush(self, timeout: float, *, evaluations: bool = True) -> bool:
         """Wait for the worker (with ``evaluations=False`` only until every span has ended), then export."""
         deadline = time.monotonic() + timeout
+        _thread_watch.sweep()  # chat streams that have just ended are handed over before the worker flushes
         worker = self._worker
         done = True
         if worker is not None:

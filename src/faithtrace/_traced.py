@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _internal, _streams
+from faithtrace import _chat_streams, _internal, _streams
 from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
 from faithtrace._pending import PendingSpan
 from faithtrace._sampling import PARENT
@@ -39,9 +39,11 @@ class Traced:
 
         Returns what the caller gets: the call's own result, unless its answer is a stream (a generator, or
         LlamaIndex's ``StreamingResponse.response_gen``), which is replaced by a wrapper yielding the same
-        chunks and scoring them when the stream ends. Nothing here reads a stream or calls ``str()`` on a
-        host object. Only what must read the host's objects happens here (capture yields plain strings);
-        attributes, scrubbing, the span's end and its export run on the worker (``PendingSpan.finish``).
+        chunks and scoring them when the stream ends. A LlamaIndex chat engine's streaming response is
+        returned untouched and scored when its own writer has finished (``_chat_streams``). Nothing here
+        reads a stream or calls ``str()`` on a host object. Only what must read the host's objects happens
+        here (capture yields plain strings); attributes, scrubbing, the span's end and its export run on the
+        worker (``PendingSpan.finish``).
         Never raises into the host, except for faithtrace bugs under pytest.
         """
         pending.end_ns = time.time_ns()
@@ -55,6 +57,10 @@ class Traced:
                 pending.drop()
                 return result
             try:
+                writer = _chat_streams.writer_of(result) if self.spec.default_answer else None
+                if writer is not None:
+                    _chat_streams.watch(rt, self, pending, call, writer)
+                    return result
                 slot = self.spec.stream_slot(result)
                 if slot is not None:
                     return self._watch(rt, pending, call, *slot)

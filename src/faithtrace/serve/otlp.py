@@ -140,6 +140,7 @@ def scan(
                     role,
                     attrs,
                     span.start_time_unix_nano,
+                    span.end_time_unix_nano,
                 )
                 found.views.append((resource_key, view))
     return found

@@ -1,9 +1,16 @@
 """OpenInference trace assembly: the documents of a trace's RETRIEVER spans plus the question and answer of
 its root (or enclosing CHAIN) span make one answer to score.
 
+The answer is the holder's own output text; when that is no text (a streaming engine's query span records
+its generator), it is the reply of the last LLM span inside the holder, where the streamed answer is
+assembled. The evaluation still belongs to the holder, never to the LLM span.
+
 Spans of one trace arrive in any order and, over OTLP, in several requests. A trace is kept from its first
-relevant span; it resolves as soon as its root span has been seen (the root ends last in the app), or once no
-span of it has come for ``settle_s`` (a root outside the instrumentation, or one that never comes). Traces
+relevant span; it resolves as soon as its root span has been seen (the root ends last in the app) and no span
+it is known to have started is still open, or once no span of it has come for ``settle_s`` (a root outside
+the instrumentation, or one that never comes). Open spans are known in-process only (the span processor sees
+spans start): a LlamaIndex chat engine's streaming response ends its root span before the stream is read, and
+its trace waits for the stream's spans, at most ``max_open_s``. Traces
 without a retriever are forgotten when they settle. Memory is bounded in traces and in bytes: callers check
 ``is_full()`` first (the receiver answers "retry later"); past that, the oldest trace is resolved early.
 Resolved trace ids are remembered in a bounded window, so late or re-sent spans of a scored trace are ignored.
@@ -13,25 +20,46 @@ Not thread-safe: one owner (the receiver's event loop, or the span processor's l
 from __future__ import annotations
 
 import collections
-from typing import Final
+from typing import Final, NamedTuple
 
 from faithtrace._telemetry import names as n
-from faithtrace.sources.spans import CHAIN, OWNED, RETRIEVER, RagItem, SpanView, documents, oi_text
+from faithtrace.sources.spans import (
+    CHAIN,
+    OWNED,
+    RETRIEVER,
+    RagItem,
+    SpanView,
+    documents,
+    is_llm,
+    llm_reply,
+    oi_text,
+)
 
 SOURCE_OPENINFERENCE: Final = "openinference"
+_MAX_OPEN: Final = 10_000  # open spans followed per trace
+
+
+class _Chain(NamedTuple):
+    parent: int
+    name: str
+    query: str | None
+    answer: str | None  # its own output text (an LLM span: its reply)
+    llm: bool
+    order: tuple[int, int]  # (end time, arrival): the last LLM reply is the answer
 
 
 class _Trace:
-    __slots__ = ("chains", "last_seen", "owned", "retrievers", "root_id", "seen", "size")
+    __slots__ = ("chains", "last_seen", "open", "owned", "retrievers", "root_id", "seen", "size")
 
     def __init__(self, now: float) -> None:
         self.retrievers: list[tuple[int, int, int, list[str]]] = []  # (start, span id, parent id, documents)
-        self.chains: dict[int, tuple[int, str, str | None, str | None]] = {}  # id -> (parent, name, q, a)
+        self.chains: dict[int, _Chain] = {}
         self.root_id = 0
         self.last_seen = now
         self.size = 0
         self.owned = False
         self.seen: set[int] = set()  # span ids: a re-sent batch adds nothing twice
+        self.open: set[int] = set()  # spans seen starting and not yet ended
 
 
 Resolved = tuple[int, RagItem | None]  # (trace id, the item; None: a RAG trace without question or answer)
@@ -47,8 +75,10 @@ class Assembler:
         max_documents: int = 100,
         max_chars_per_trace: int = 64_000,
         resolved_window: int = 100_000,
+        max_open_s: float = 300.0,
     ) -> None:
         self.settle_s = settle_s
+        self.max_open_s = max_open_s
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.max_documents = max_documents
@@ -79,6 +109,20 @@ class Assembler:
         trace = self._traces.get(trace_id)
         return trace is not None and bool(trace.retrievers) and not trace.owned
 
+    def started(self, trace_id: int, span_id: int) -> None:
+        """A span of a followed trace has started: the trace waits for it to end."""
+        trace = self._traces.get(trace_id)
+        if trace is not None and len(trace.open) < _MAX_OPEN:
+            trace.open.add(span_id)
+
+    def ended(self, trace_id: int, span_id: int, now: float) -> None:
+        """A span of a followed trace that adds nothing to it has ended (the trace may wait for it)."""
+        trace = self._traces.get(trace_id)
+        if trace is not None:
+            trace.open.discard(span_id)
+            trace.last_seen = now
+            self._traces.move_to_end(trace_id)
+
     def add(self, view: SpanView, now: float) -> list[Resolved]:
         """Keep what ``view`` adds to its trace. Returns traces resolved early to make room (rare)."""
         if view.trace_id in self._resolved:
@@ -89,6 +133,7 @@ class Assembler:
         else:
             self._traces.move_to_end(view.trace_id)
         trace.last_seen = now
+        trace.open.discard(view.span_id)
         if view.span_id in trace.seen:
             return []
         trace.seen.add(view.span_id)
@@ -105,11 +150,14 @@ class Assembler:
             trace.retrievers.append((view.start_ns, view.span_id, view.parent_id, docs))
             trace.size += sum(len(d) for d in docs) + 64
         elif view.role == CHAIN:
-            q = oi_text(view.attrs, n.INPUT_VALUE, n.INPUT_MIME_TYPE)
-            a = oi_text(view.attrs, n.OUTPUT_VALUE, n.OUTPUT_MIME_TYPE)
+            llm = is_llm(view.attrs)
+            # An LLM span's input is its prompt (documents and all), never the user's question.
+            q = None if llm else oi_text(view.attrs, n.INPUT_VALUE, n.INPUT_MIME_TYPE)
+            a = llm_reply(view.attrs) if llm else oi_text(view.attrs, n.OUTPUT_VALUE, n.OUTPUT_MIME_TYPE)
             q = q[: self.max_chars] if q else q
             a = a[: self.max_chars] if a else a
-            trace.chains[view.span_id] = (view.parent_id, view.name, q, a)
+            order = (view.end_ns, len(trace.seen))
+            trace.chains[view.span_id] = _Chain(view.parent_id, view.name, q, a, llm, order)
             trace.size += len(q or "") + len(a or "") + 64
         if not view.parent_id:
             self.root_seen(view.trace_id, view.span_id)
@@ -127,29 +175,39 @@ class Assembler:
         """The trace's root span has ended (it may be outside the instrumentation): resolve it now."""
         trace = self._traces.get(trace_id)
         if trace is not None:
+            trace.open.discard(span_id)
             trace.root_id = trace.root_id or span_id
             self._ready.add(trace_id)
 
     # --- resolution ----------------------------------------------------------------------------------------
-    def due(self, now: float, *, everything: bool = False) -> list[Resolved]:
+    def due(self, now: float, *, everything: bool = False, closing: bool = False) -> list[Resolved]:
         """Traces whose root was seen, and (with ``now``) traces settled for ``settle_s``; ``everything``
-        resolves all (shutdown)."""
+        resolves all but those still waiting for a span (a flush), ``closing`` all (shutdown)."""
         out: list[Resolved] = []
-        if everything:
-            ids = list(self._traces)
+        if everything or closing:
+            ids = [t for t, trace in self._traces.items() if closing or not trace.open]
         else:
-            # A root seen before any retriever (batches cross) waits for the settle window: not RAG yet.
-            ids = [t for t in self._ready if t in self._traces and self._traces[t].retrievers]
+            # A root seen before any retriever (batches cross) waits for the settle window: not RAG yet. A
+            # root that ended while spans under it still run (a stream being read) waits for them.
+            ids = [
+                t
+                for t in self._ready
+                if t in self._traces and self._traces[t].retrievers and not self._traces[t].open
+            ]
             self._ready.difference_update(ids)
             self._ready.intersection_update(self._traces)
         for trace_id in ids:
             out.extend(self._resolve(trace_id))
-        if not everything:
+        if not (everything or closing):
             horizon = now - self.settle_s
-            while self._traces:
-                trace_id, trace = next(iter(self._traces.items()))
+            patience = now - self.max_open_s
+            settled: list[int] = []
+            for trace_id, trace in self._traces.items():
                 if trace.last_seen > horizon:
                     break
+                if not trace.open or trace.last_seen <= patience:
+                    settled.append(trace_id)
+            for trace_id in settled:
                 out.extend(self._resolve(trace_id))
         return out
 
@@ -175,34 +233,54 @@ class Assembler:
         return [(trace_id, _item(trace_id, trace))]
 
 
+def _inside(chains: dict[int, _Chain], span_id: int, ancestor: int) -> bool:
+    seen: set[int] = set()
+    while span_id in chains and span_id not in seen:
+        seen.add(span_id)
+        span_id = chains[span_id].parent
+        if span_id == ancestor:
+            return True
+    return False
+
+
 def _holder(trace: _Trace) -> tuple[int, str, str | None, str] | None:
-    """The span whose question and answer go with the documents: the root when it has both, else the
-    outermost ancestor of a retriever that has both, else any span that has both (the outermost first)."""
+    """The span whose question and answer go with the documents, and the answer.
 
-    def complete(span_id: int) -> bool:
-        chain = trace.chains.get(span_id)
-        return chain is not None and bool(chain[3])
-
-    candidates: list[int] = []
-    if trace.root_id and complete(trace.root_id):
-        candidates.append(trace.root_id)
+    The frames are the root and the ancestors of a retriever (the outermost first), then the outermost spans;
+    LLM spans never frame. The first frame with its own answer holds it; else the first frame with an LLM
+    reply inside it holds the last such reply (a streaming engine); else, as a last resort, any span with an
+    answer of its own, the outermost first.
+    """
+    chains = trace.chains
+    frames: list[int] = []
+    if trace.root_id in chains:
+        frames.append(trace.root_id)
     for _start, _sid, parent, _docs in sorted(trace.retrievers):
-        chain_ids: list[int] = []
-        seen: set[int] = set()
-        while parent in trace.chains and parent not in seen:
-            seen.add(parent)
-            chain_ids.append(parent)
-            parent = trace.chains[parent][0]
-        candidates.extend(i for i in reversed(chain_ids) if complete(i))
-    outermost = [i for i, c in trace.chains.items() if c[0] not in trace.chains and complete(i)]
-    candidates.extend(outermost)
-    candidates.extend(i for i in trace.chains if complete(i))
-    if not candidates:
-        return None
-    span_id = candidates[0]
-    _parent, name, query, answer = trace.chains[span_id]
-    assert answer is not None
-    return span_id, name, query, answer
+        ancestors: list[int] = []
+        while parent in chains and parent not in ancestors:
+            ancestors.append(parent)
+            parent = chains[parent].parent
+        frames.extend(reversed(ancestors))
+    frames.extend(i for i, c in chains.items() if c.parent not in chains)
+    frames = [i for i in dict.fromkeys(frames) if not chains[i].llm]
+    for span_id in frames:
+        chain = chains[span_id]
+        if chain.answer:
+            return span_id, chain.name, chain.query, chain.answer
+    replies = sorted(((c.order, i) for i, c in chains.items() if c.llm and c.answer), reverse=True)
+    for span_id in frames:
+        for _order, reply_id in replies:
+            if _inside(chains, reply_id, span_id):
+                chain = chains[span_id]
+                answer = chains[reply_id].answer
+                assert answer is not None
+                return span_id, chain.name, chain.query, answer
+    last_resort = [i for i, c in chains.items() if c.parent not in chains] + list(chains)
+    for span_id in last_resort:
+        chain = chains[span_id]
+        if chain.answer:
+            return span_id, chain.name, chain.query, chain.answer
+    return None
 
 
 def _item(trace_id: int, trace: _Trace) -> RagItem | None:

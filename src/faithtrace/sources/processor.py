@@ -41,7 +41,16 @@ class OpenInferenceProcessor(SpanProcessor):
         self._ticker: threading.Thread | None = None
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
+        # Only spans of a trace already followed (a retriever has ended in it) are noted: the trace then
+        # waits for them to end, so a stream read after its root span ended is scored once it is finished.
+        ctx = span.context
+        if ctx is None or not self._assembler.tracks(ctx.trace_id):
+            return
+        try:
+            with self._lock:
+                self._assembler.started(ctx.trace_id, ctx.span_id)
+        except Exception as exc:
+            _internal.internal_error("following an OpenInference trace", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
@@ -55,18 +64,30 @@ class OpenInferenceProcessor(SpanProcessor):
         if ctx is None or self._closed:
             return
         parent = span.parent.span_id if span.parent is not None else 0
-        if n.OPENINFERENCE_SPAN_KIND not in attrs and n.FUNCTION not in attrs:
-            # Not OpenInference: only a root span of a trace we follow matters (it ends the trace).
-            if not parent and self._assembler.tracks(ctx.trace_id):
+        role = None
+        if n.OPENINFERENCE_SPAN_KIND in attrs or n.FUNCTION in attrs:
+            role = role_of(attrs, parent, ())
+        if role is None:
+            # Nothing to keep: only a span of a trace we follow matters (its root ends the trace; another may
+            # be what the trace waits for). Most spans end here after one dict lookup.
+            if self._assembler.tracks(ctx.trace_id):
                 with self._lock:
-                    self._assembler.root_seen(ctx.trace_id, ctx.span_id)
+                    self._assembler.ended(ctx.trace_id, ctx.span_id, time.monotonic())
+                    if not parent:
+                        self._assembler.root_seen(ctx.trace_id, ctx.span_id)
                     resolved = self._assembler.due(time.monotonic())
                 self._submit(resolved)
             return
-        role = role_of(attrs, parent, ())
-        if role is None:
-            return
-        view = SpanView(ctx.trace_id, ctx.span_id, parent, span.name, role, attrs, span.start_time or 0)
+        view = SpanView(
+            ctx.trace_id,
+            ctx.span_id,
+            parent,
+            span.name,
+            role,
+            attrs,
+            span.start_time or 0,
+            span.end_time or 0,
+        )
         with self._lock:
             resolved = self._assembler.add(view, time.monotonic())
             resolved += self._assembler.due(time.monotonic())
@@ -130,14 +151,17 @@ class OpenInferenceProcessor(SpanProcessor):
                 return
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Resolve every trace held so far (the app is flushing: whatever came is all that comes)."""
+        """Resolve every trace held so far (the app is flushing: whatever came is all that comes), except
+        those waiting for a span still open (a stream being read): they resolve when it ends."""
         with self._lock:
             resolved = self._assembler.due(time.monotonic(), everything=True)
         self._submit(resolved)
         return True
 
     def shutdown(self) -> None:
-        self.force_flush()
+        with self._lock:
+            resolved = self._assembler.due(time.monotonic(), closing=True)
+        self._submit(resolved)
         self._closed = True
         self._wake.set()
 

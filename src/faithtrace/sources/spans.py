@@ -8,6 +8,7 @@ nothing is decoded for them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
@@ -22,6 +23,7 @@ CHAIN: Final = "chain"  # an OpenInference span that may hold the question and a
 OWNED: Final = "owned"  # a span faithtrace's decorator scored in-process: its trace is not ours to score
 
 _OI_TEXT_KINDS: Final = frozenset({"CHAIN", "AGENT", "LLM", "TOOL", "UNKNOWN", ""})
+_LLM_FIRST_OUTPUT: Final = n.LLM_OUTPUT_MESSAGE_CONTENT.format(index=0)
 
 
 class Convention(BaseModel):
@@ -67,6 +69,7 @@ class SpanView(NamedTuple):
     role: str
     attrs: Mapping[str, Any]
     start_ns: int
+    end_ns: int = 0  # 0: not known
 
 
 class RagItem(NamedTuple):
@@ -111,9 +114,17 @@ def role_of(attrs: Mapping[str, Any], parent_id: int, conventions: tuple[Convent
         return None
     if kind == n.OPENINFERENCE_KIND_RETRIEVER:
         return RETRIEVER
-    if (kind in _OI_TEXT_KINDS or not parent_id) and n.INPUT_VALUE in attrs and n.OUTPUT_VALUE in attrs:
+    # A span with either text is kept: a streaming engine's query span has the question but no answer text
+    # (the answer is on the LLM span beneath it), and its parent links lead from that LLM span up to it.
+    if (kind in _OI_TEXT_KINDS or not parent_id) and (
+        n.INPUT_VALUE in attrs or n.OUTPUT_VALUE in attrs or _LLM_FIRST_OUTPUT in attrs
+    ):
         return CHAIN
     return None
+
+
+def is_llm(attrs: Mapping[str, Any]) -> bool:
+    return attrs.get(n.OPENINFERENCE_SPAN_KIND) == n.OPENINFERENCE_KIND_LLM
 
 
 def convention_of(attrs: Mapping[str, Any], conventions: tuple[Convention, ...]) -> Convention | None:
@@ -168,48 +179,65 @@ def self_contained(view: SpanView, convention: Convention, max_documents: int) -
 
 
 # Fields that hold the text in the JSON OpenInference instrumentations write into input.value/output.value
-# (LangChain: {"query": ...}/{"result": ...}, {"input": ...}/{"output": ...}, {"question": ...}).
-_JSON_TEXT_FIELDS: Final = (
-    "query",
-    "question",
-    "input",
-    "query_str",
-    "result",
-    "answer",
-    "output",
-    "response",
-    "text",
-    "content",
-)
+# (LangChain: {"query": ...}/{"result": ...}, {"input": ...}/{"output": ...}, {"question": ...}; LlamaIndex
+# chat engines: {"message": ...}/{"response": ...}). An output is read answer-first and never falls back to a
+# question field: a retrieval chain's output {"input", "context", "answer"} repeats the question.
+_INPUT_FIELDS: Final = ("query", "question", "input", "query_str", "message", "text", "content")
+_OUTPUT_FIELDS: Final = ("answer", "output", "result", "response", "text", "content")
+
+# What an instrumentation writes for an object it cannot serialise ("<generator object>", "<Foo object at
+# 0x7f...>", "<NodeWithScore(...)>"): never text to score (a stream's answer is on its LLM span).
+_PLACEHOLDER: Final = re.compile(r"<[A-Za-z_][\w.]*(?: object(?: at 0x[0-9a-fA-F]+)?|\(.*\))>", re.DOTALL)
+
+_MAX_MESSAGES: Final = 64
 
 
-def _pick(value: Any, depth: int = 0) -> str | None:
+def _pick(value: Any, fields: tuple[str, ...], depth: int = 0) -> str | None:
     if isinstance(value, str):
         return value
     if depth > 3:
         return None
     if isinstance(value, Mapping):
-        for name in _JSON_TEXT_FIELDS:
+        for name in fields:
             if name in value:
-                found = _pick(value[name], depth + 1)
+                found = _pick(value[name], fields, depth + 1)
                 if found:
                     return found
         return None
     if isinstance(value, list) and value:
         # A list of chat messages: the last one is the question (input) or the reply (output).
-        return _pick(value[-1], depth + 1)
+        return _pick(value[-1], fields, depth + 1)
     return None
 
 
 def oi_text(attrs: Mapping[str, Any], key: str, mime_key: str) -> str | None:
-    """``input.value`` / ``output.value`` as text, unwrapping the JSON some instrumentations record."""
+    """``input.value`` / ``output.value`` as text, unwrapping the JSON some instrumentations record (an
+    output's answer field first), or None when it holds no text (an unserialisable object's placeholder)."""
     value = attrs.get(key)
     if not isinstance(value, str) or not value:
         return None
-    if attrs.get(mime_key) == "application/json" or value[:1] in "{[":
+    output = key == n.OUTPUT_VALUE
+    if attrs.get(mime_key) == n.MIME_JSON or value[:1] in "{[":
         try:
             parsed = json.loads(value)
         except ValueError:
-            return value
-        return _pick(parsed) or None
-    return value
+            parsed = value
+        value = _pick(parsed, _OUTPUT_FIELDS if output else _INPUT_FIELDS) or ""
+    if output and _PLACEHOLDER.fullmatch(value.strip()):
+        return None
+    return value or None
+
+
+def llm_reply(attrs: Mapping[str, Any]) -> str | None:
+    """An LLM span's reply: its last ``llm.output_messages`` content, else its ``output.value`` text."""
+    if _LLM_FIRST_OUTPUT in attrs:
+        reply: str | None = None
+        for index in range(_MAX_MESSAGES):
+            content = attrs.get(n.LLM_OUTPUT_MESSAGE_CONTENT.format(index=index))
+            if content is None:
+                break
+            if isinstance(content, str) and content:
+                reply = content
+        if reply:
+            return reply
+    return oi_text(attrs, n.OUTPUT_VALUE, n.OUTPUT_MIME_TYPE)
