@@ -127,9 +127,9 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",
         "auto", choices=("auto", "on", "off")),
     Option("scoring.min_p_supported", "With log-probabilities, a yes counts only when P(yes) is at least "
-        "this, else the judge's next most likely answer stands (0: off; 0.8 chosen on the probes' tuning "
+        "this, else the judge's next most likely answer stands (0: off; 0.7 chosen on the probes' tuning "
         "split).",
-        0.8, ge=0.0, le=1.0),
+        0.7, ge=0.0, le=1.0),
     Option("scoring.verdict_context", "What a claim is judged against: documents, evidence (the two closest "
         "document sentences), or auto (evidence with the embedded judge).",
         "auto", choices=("auto", "documents", "evidence")),

@@ -127,18 +127,23 @@ _VERDICT_SCALE = (
 )
 
 
-def _verdict_reply(n: int) -> str:
-    shape = '{"verdicts": [{"claim": 1, "verdict": "yes|no|idk"}, ...]}'
+def _verdict_reply(n: int, choices: str = "yes|no|idk") -> str:
+    shape = '{"verdicts": [{"claim": 1, "verdict": "' + choices + '"}, ...]}'
     return f"Reply as JSON: {shape} with {n} entries in claim order."
 
 
 def evidence_verdict_messages(
     claims: Sequence[str], evidence: Sequence[str], question: str | None = None
 ) -> list[dict[str, str]]:
-    """Each claim with only the document sentences most related to it (picked in code, see ``grounding``).
+    """Each claim with only the document sentences most related to it (picked in code, see ``grounding``):
+    true or not, according to that evidence?
 
     For the small local judge: it is accurate on a short claim/evidence pair and not on a claim list against
-    whole documents. The evidence is untrusted document text, delimited and defused like the rest.
+    whole documents. It gets the claims whose every word is in the documents (the others get
+    ``focus_verdict_messages``), so the question is yes or no: such a claim is stated or it is changed (an
+    order, a comparison, a negation). Asked yes/no/idk instead, the judge's P(yes) separated contradictions
+    from paraphrases less well on the probes' tuning split (at a 0.8 bar: 43 against 45 of 46 caught). The
+    evidence is untrusted document text, delimited and defused like the rest.
     """
     asked = block("question", question) + "\n" if question and question.strip() else ""
     pairs = "\n".join(
@@ -149,9 +154,10 @@ def evidence_verdict_messages(
     user = (
         asked + f"<claims>\n{pairs}\n</claims>\n\n"
         "Each numbered claim is followed by the document text most related to it, in <evidence>.\n"
-        f"Task: for each of the {n} claims, judge it against its own evidence only (no outside knowledge):\n"
-        + _VERDICT_SCALE.format(source="the evidence")
-        + _verdict_reply(n)
+        f"Task: for each of the {n} claims, read its evidence carefully: is the claim true according to the "
+        "evidence alone? Watch who does what to whom, more or less, before or after, and not.\n"
+        "yes = the evidence says it (in any wording);\n"
+        "no = the evidence says something else or the opposite.\n" + _verdict_reply(n, "yes|no")
     )
     return _messages(user)
 

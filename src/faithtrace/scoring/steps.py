@@ -69,6 +69,17 @@ class _VerdictItem(BaseModel):
         return value.strip().lower() if isinstance(value, str) else value
 
 
+def _yes_no_item_schema(schema: dict[str, Any]) -> None:
+    _strict_item_schema(schema)
+    schema["properties"]["verdict"] = {"type": "string", "enum": ["yes", "no"]}
+
+
+class _YesNoItem(_VerdictItem):
+    """Asked for yes or no only (``prompts.evidence_verdict_messages``); an "idk" is still accepted."""
+
+    model_config = ConfigDict(json_schema_extra=_yes_no_item_schema)
+
+
 class _VerdictsReplyBase(BaseModel):
     verdicts: list[_VerdictItem]
 
@@ -82,15 +93,16 @@ class _VerdictsReplyBase(BaseModel):
 
 
 @functools.lru_cache(maxsize=64)
-def _verdicts_reply(n: int) -> type[_VerdictsReplyBase]:
+def _verdicts_reply(n: int, yes_no: bool = False) -> type[_VerdictsReplyBase]:
     # The exact count goes into the JSON schema only (llama.cpp turns it into a grammar, so the local
     # judge cannot produce a wrong count); validation does not enforce it, so that a wrong count from a
     # provider that ignores the schema surfaces as ``verdict_count_mismatch`` through ``check`` rather than
     # as a parse error.
+    item = _YesNoItem if yes_no else _VerdictItem
     return create_model(
-        f"Verdicts{n}",
+        f"Verdicts{n}{'YesNo' if yes_no else ''}",
         __base__=_VerdictsReplyBase,
-        verdicts=(list[_VerdictItem], Field(json_schema_extra={"minItems": n, "maxItems": n})),
+        verdicts=(list[item], Field(json_schema_extra={"minItems": n, "maxItems": n})),  # type: ignore[valid-type]
     )
 
 
@@ -195,7 +207,8 @@ async def judge_batch(
     focus: Sequence[Sequence[str]] | None = None,
 ) -> tuple[list[ClaimVerdict], list[LLMCall]]:
     n = len(claims)
-    schema = _verdicts_reply(n)
+    # Claims judged whole against their evidence are asked yes or no (see the prompt).
+    schema = _verdicts_reply(n, yes_no=evidence is not None and focus is None)
 
     def check(reply: _VerdictsReplyBase) -> None:
         _align(reply, n)
@@ -272,9 +285,20 @@ async def judge_claims(
                 prior = list(getattr(exc, "calls", []))
                 exc.calls = calls + prior  # type: ignore[attr-defined]
                 raise
+            if focused and data.focus is not None:
+                got = [_focus_reason(v, data.focus[i]) for v, i in zip(got, batch, strict=True)]
             found.update(zip(batch, got, strict=True))
             calls.extend(batch_calls)
     return VerdictsOutput(verdicts=[found[i] for i in range(len(data.claims))]), calls
+
+
+def _focus_reason(verdict: ClaimVerdict, words: Sequence[str]) -> ClaimVerdict:
+    """Say which words the judge was asked about, where it did not find them: that is what a reader checks."""
+    if verdict.verdict == "yes":
+        return verdict
+    shown = ", ".join(f"'{w}'" for w in words[:6])
+    note = f"the judge did not find {shown} in the evidence"
+    return verdict.model_copy(update={"reason": f"{verdict.reason} ({note})" if verdict.reason else note})
 
 
 async def write_reason(judge: Judge, data: ReasonInput) -> tuple[ReasonOutput, list[LLMCall]]:
