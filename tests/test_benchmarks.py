@@ -212,3 +212,26 @@ def test_fake_judge_fills_the_requested_schema() -> None:
     text, tool, _ = _fakejudge.reply_for(body, default_items=3)
     assert not tool
     assert json.loads(text) == {"verdicts": [{"verdict": "yes", "claim": 1}, {"verdict": "no", "claim": 2}]}
+
+
+def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    docs = ["Preheat the oven to 200 degrees. Bake for 20 minutes."]
+    row = {"id": "r", "question": "How?", "contexts": docs, "answer": "x", "label": "hallucinated",
+           "spans": [{"text": "cover with foil"}]}  # fmt: skip
+    data.write_text(json.dumps(row) + "\n")
+    rows = tmp_path / "acc_rows.jsonl"
+    claims = [
+        ["Preheat the oven to 200 degrees.", "yes", None, "proof", None],
+        ["Bake it for twenty minutes.", "yes", None, "judge", 0.9],
+        ["Bake it and cover with foil.", "yes", None, "judge", 0.6],
+    ]
+    rows.write_text(json.dumps({"system": "faithtrace", "id": "r", "score": 1.0, "claims": claims}) + "\n")
+    out = _run("claim_level.py", str(rows), "--data", str(data)).stdout
+    assert "{'proof': [1, 0], 'judge': [2, 1]}" in out
+    assert "judged claims: 2, labelled false: 1" in out
+    assert "claim-level AUROC of 1 - P(supported): 1.0" in out
+    # Re-decided under strict, the added "foil" sentence (two of its three words unknown) no longer counts.
+    assert "rows 1, as run: balanced accuracy None" in out
+    assert "rows 1, as run: balanced accuracy None, AUROC None, mean 1.0" in out
+    assert "rows 1, strict: balanced accuracy None, AUROC None, mean 0.666" in out
