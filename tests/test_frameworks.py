@@ -25,13 +25,13 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableParallel, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen
 from llama_index.core.base.response.schema import AsyncStreamingResponse, Response, StreamingResponse
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
+import _llama_llm
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
 from faithtrace import trace_faithfulness
@@ -42,23 +42,9 @@ ANSWER = "Paris is the capital of France. The Seine flows through Paris."
 CHUNKS = ["Paris is ", "the capital ", "of France. ", "The Seine ", "flows through ", "Paris."]
 
 
-class ScriptedLLM(CustomLLM):
-    """A LlamaIndex LLM that answers ``ANSWER`` in ``CHUNKS`` (the real LLM interface, a fixed reply)."""
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="scripted")
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=ANSWER)
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        text = ""
-        for chunk in CHUNKS:
-            text += chunk
-            yield CompletionResponse(text=text, delta=chunk)
+class ScriptedLLM(_llama_llm.ScriptedLLM):
+    answer = ANSWER
+    chunks = CHUNKS
 
 
 def _index() -> VectorStoreIndex:

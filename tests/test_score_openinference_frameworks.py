@@ -37,15 +37,10 @@ from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import Runnable, RunnableParallel, RunnablePassthrough  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 from llama_index.core import Document, VectorStoreIndex  # noqa: E402
-from llama_index.core.base.llms.types import (  # noqa: E402
-    CompletionResponse,
-    CompletionResponseGen,
-    LLMMetadata,
-)
 from llama_index.core.chat_engine.types import StreamingAgentChatResponse  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
-from llama_index.core.llms import CustomLLM  # noqa: E402
-from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
+
+import _llama_llm  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,23 +51,9 @@ ANSWER = "The capital of France is Paris. Paris has about two million inhabitant
 CHUNKS = ["The capital ", "of France ", "is Paris. ", "Paris has ", "about two million ", "inhabitants."]
 
 
-class ScriptedLLM(CustomLLM):
-    """A LlamaIndex LLM that answers ``ANSWER`` in ``CHUNKS`` (the real LLM interface, a fixed reply)."""
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="scripted")
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=ANSWER)
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        text = ""
-        for chunk in CHUNKS:
-            text += chunk
-            yield CompletionResponse(text=text, delta=chunk)
+class ScriptedLLM(_llama_llm.ScriptedLLM):
+    answer = ANSWER
+    chunks = CHUNKS
 
 
 def _app(fake_judge: FakeJudge, instrumentor: Any) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
