@@ -66,6 +66,11 @@ def test_remote_decorator_over_grpc_is_scored_once_with_the_apps_identity(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:
     with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        # Ready (the ready file, /readyz) only once the judge has started up: litellm is imported before the
+        # first request rather than inside it, where the load balancer would have every replica wait for it.
+        assert serve.stats()["warm"] == 1
+        with urllib.request.urlopen(serve.http + "/readyz", timeout=5) as ready:
+            assert ready.status == 200
         tp = _provider(GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True), "shop-app")
         faithtrace.configure(scoring="remote", tracer_provider=tp, judge=fake_judge.settings())
         try:

@@ -111,6 +111,7 @@ class Scorer:
             settle_s=limits.settle_s, max_traces=limits.max_traces, max_bytes=limits.max_bytes
         )
         self.closing = False
+        self.warm = False  # the judge's one-time start-up is done (readiness waits for it)
         self._sem: asyncio.Semaphore | None = None
         self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
         self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
@@ -121,7 +122,23 @@ class Scorer:
         self.requests_open = 0
 
     def stats(self) -> dict[str, Any]:
-        return {**asdict(self.counters), "pending": self.load(), "requests_open": self.requests_open}
+        return {
+            **asdict(self.counters),
+            "pending": self.load(),
+            "requests_open": self.requests_open,
+            "warm": int(self.warm),
+        }
+
+    async def warm_up(self) -> str | None:
+        """The judge's one-time start-up (litellm's import takes seconds; the embedded judge starts its
+        server), done before the replica reports ready instead of inside its first request: the load balancer
+        sends one request's traces to its backends one after another, so a replica that starts up inside a
+        request stalls every replica that request still has to visit. Returns why the judge is not usable
+        (evaluations then retry the start-up), or None."""
+        # scoring.Scorer has no public warm-up; its private one is what every evaluation runs first.
+        failed = await self.scoring._warm_up()
+        self.warm = True
+        return None if failed is None else f"{failed.type}: {failed.message}"
 
     def _known(self, ident: tuple[int, int]) -> bool:
         return ident in self._done or ident in self._inflight
