@@ -123,7 +123,7 @@ class OtlpHttpApp:
         return body
 
 
-_GAUGES = frozenset({"pending", "requests_open", "warm"})
+_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"})
 
 
 def prometheus_text(stats: dict[str, int]) -> str:
