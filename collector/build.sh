@@ -15,22 +15,16 @@ manifest="$here/builder-config.yaml"
 version="$(sed -n 's/^  version: *//p' "$manifest" | head -1)"
 builder_version="v${version%%-*}"
 hash="$(sha256sum "$manifest" | cut -c1-12)"
-cache="${FAITHTRACE_CACHE:-$HOME/.cache/faithtrace}"
+# shellcheck source=collector/_go_build.sh
+. "$here/_go_build.sh"
 out="$cache/otelcol-$version-$hash"
 binary="$out/otelcol-faithtrace"
 
-if [ "${1:-}" = --print-path ] || [ -x "$binary" ]; then
-	echo "$binary"
-	exit 0
-fi
-
-command -v go >/dev/null || { echo "collector/build.sh: Go is not installed (https://go.dev/dl)" >&2; exit 1; }
-mkdir -p "$cache"
+go_build_cached "$binary" "$@"
+go_build_env collector/build.sh
 work="$(mktemp -d "$cache/otelcol-build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 log="$work/build.log"
-export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}" GOFLAGS="${GOFLAGS:-} -p=${FAITHTRACE_GO_BUILD_P:-2}"
-export CGO_ENABLED=0 GOTOOLCHAIN=local
 start=$SECONDS
 {
 	GOBIN="$cache/ocb-$builder_version" nice -n 10 go install "go.opentelemetry.io/collector/cmd/builder@$builder_version"
@@ -42,8 +36,5 @@ start=$SECONDS
 	exit 1
 }
 mkdir -p "$out"
-# Rename into place last: a build killed half-way never leaves a binary that looks finished.
 cp "$work/src/otelcol-faithtrace" "$out/.otelcol-faithtrace.tmp"
-mv "$out/.otelcol-faithtrace.tmp" "$binary"
-echo "built the Collector in $((SECONDS - start)) s: $(du -h "$binary" | cut -f1) $binary" >&2
-echo "$binary"
+go_build_done "$out/.otelcol-faithtrace.tmp" "$binary" "the Collector" "$start"

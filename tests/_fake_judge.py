@@ -112,7 +112,9 @@ class FakeJudge:
             return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if self.mode == "hang":
             self.release.wait(30)
-            return 500, {"error": {"message": "released"}}
+            if self.mode == "hang":
+                return 500, {"error": {"message": "released"}}
+            # A test that switched the mode before releasing wants the held request answered that way.
         step = step_of(body)
         content = "this is not JSON at all ]]" if self.mode == "garbage" else default_reply(step, body)
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body["messages"])

@@ -104,6 +104,14 @@ def test_fleet_balances_by_trace_id_through_one_persistent_queue() -> None:
     assert storage.startswith("file_storage")
     assert storage in config["service"]["extensions"]
     assert config["extensions"][storage]["fsync"] is True
+    # Queued requests go out in parts of a few spans, many at once: the load balancer sends one request to its
+    # backends one after another, each answering once it has scored its share, so whole app batches had the
+    # replicas take turns (benchmarks/fleet.py). Nothing waits to be merged.
+    batch = queue["batch"]
+    assert batch["sizer"] == "items"
+    assert 0 < batch["max_size"] <= 64
+    assert batch["min_size"] == 0
+    assert queue["num_consumers"] >= 8
     # Retries never give up: a trace not yet scored stays in the queue until a scorer answers.
     retry = balancer["retry_on_failure"]
     assert retry["enabled"] is True

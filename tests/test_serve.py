@@ -66,6 +66,11 @@ def test_remote_decorator_over_grpc_is_scored_once_with_the_apps_identity(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:
     with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:
+        # Ready (the ready file, /readyz) only once the judge has started up: litellm is imported before the
+        # first request rather than inside it, where the load balancer would have every replica wait for it.
+        assert serve.stats()["warm"] == 1
+        with urllib.request.urlopen(serve.http + "/readyz", timeout=5) as ready:
+            assert ready.status == 200
         tp = _provider(GrpcExporter(endpoint=f"127.0.0.1:{serve.grpc_port}", insecure=True), "shop-app")
         faithtrace.configure(scoring="remote", tracer_provider=tp, judge=fake_judge.settings())
         try:
@@ -264,12 +269,15 @@ def test_saturation_is_retryable_and_the_sdk_exporter_delivers_after_retrying(
         deadline = time.monotonic() + 10
         while serve.stats()["pending"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        # ... so HTTP gets 429 + Retry-After, gRPC RESOURCE_EXHAUSTED with RetryInfo.
+        # ... so HTTP gets 429 + Retry-After, gRPC RESOURCE_EXHAUSTED with RetryInfo, once they have waited
+        # for room (2 x --retry-after) in vain.
         req = urllib.request.Request(
             serve.http + "/v1/traces", _raw_request(2, 2), {"content-type": "application/x-protobuf"}
         )
+        asked = time.monotonic()
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(req, timeout=10)
+        assert 1.8 <= time.monotonic() - asked < 8
         assert info.value.code == 429
         assert info.value.headers["Retry-After"] == "1"
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
@@ -305,7 +313,9 @@ def test_saturation_is_retryable_and_the_sdk_exporter_delivers_after_retrying(
 
         sender = threading.Thread(target=send)
         sender.start()
-        time.sleep(1.5)
+        deadline = time.monotonic() + 15
+        while serve.stats()["rejected_saturated"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert serve.stats()["rejected_saturated"] >= 3  # the SDK's first try was refused too
         fake_judge.mode = "ok"
         fake_judge.release.set()

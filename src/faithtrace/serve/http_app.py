@@ -48,7 +48,7 @@ class OtlpHttpApp:
             )
             return
         if path in ("/healthz", "/readyz", "/stats") and method == "GET":
-            if path == "/readyz" and self.scorer.closing:
+            if path == "/readyz" and (self.scorer.closing or not self.scorer.warm):
                 await _reply(send, 503, _JSON, b'{"ready": false}')
                 return
             body = json.dumps(self.scorer.stats() if path == "/stats" else {"ok": True}).encode()
@@ -123,7 +123,7 @@ class OtlpHttpApp:
         return body
 
 
-_GAUGES = frozenset({"pending", "requests_open"})
+_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"})
 
 
 def prometheus_text(stats: dict[str, int]) -> str:

@@ -111,20 +111,28 @@ async def serve(args: argparse.Namespace) -> int:
         await grpc.stop(0)
         raise ConfigError(f"cannot serve HTTP on {args.host}:{args.http_port}")
     http_port = http.servers[0].sockets[0].getsockname()[1]
-    info: dict[str, Any] = {"grpc_port": grpc_port, "http_port": http_port, "pid": os.getpid()}
-    if args.ready_file:
-        args.ready_file.write_text(json.dumps(info))
-    print(
-        f"faithtrace serve: OTLP gRPC {args.host}:{grpc_port}, HTTP {args.host}:{http_port}, "
-        f"judge {settings.judge.model or 'embedded local judge'}, concurrency {concurrency}",
-        flush=True,
-    )
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    # Ready (/readyz, --ready-file, the banner) once the judge has started up. Requests that arrive meanwhile
+    # are taken and wait for it; /healthz answers throughout.
+    warming = asyncio.create_task(scorer.warm_up())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({warming, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if warming.done():
+        problem = warming.result()
+        if problem is not None:
+            print(f"faithtrace serve: the judge did not start ({problem}); evaluations retry it", flush=True)
+        info: dict[str, Any] = {"grpc_port": grpc_port, "http_port": http_port, "pid": os.getpid()}
+        if args.ready_file:
+            args.ready_file.write_text(json.dumps(info))
+        print(
+            f"faithtrace serve: OTLP gRPC {args.host}:{grpc_port}, HTTP {args.host}:{http_port}, "
+            f"judge {settings.judge.model or 'embedded local judge'}, concurrency {concurrency}",
+            flush=True,
+        )
+    await stopping
     print("faithtrace serve: stopping", flush=True)
     deadline = args.shutdown_timeout
     drained = asyncio.create_task(scorer.drain(deadline))

@@ -6,10 +6,11 @@ carry OpenInference retriever spans are held until their trace resolves: the roo
 the same or the next request) or the trace settles for ``settle_s``. The Collector's timeout must exceed
 ``settle_s`` plus one evaluation. Everything else is answered at once.
 
-Load is refused before any work is admitted (``Saturated``: HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo),
-and so is a transient judge failure (rate limit, timeout, judge down): the Collector keeps the batch and
-retries it. A finished item is remembered by (trace id, span id) in a bounded window, and a re-sent item
-still running joins the running evaluation: the load balancer re-sends whole batches.
+Load is refused, after a bounded wait for room (admission.py), before any work is admitted (``Saturated``:
+HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo), and so is a transient judge failure (rate limit, timeout,
+judge down): the Collector keeps the batch and retries it. A finished item is remembered by (trace id,
+span id) in a bounded window, and a re-sent item still running joins the running evaluation: the load
+balancer re-sends whole batches.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from faithtrace._telemetry import spans
 from faithtrace.judge._reply import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer as ScoringScorer
+from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.otlp import scan
 from faithtrace.sources.assemble import Assembler, Resolved
@@ -110,7 +112,10 @@ class Scorer:
         self.assembler = Assembler(
             settle_s=limits.settle_s, max_traces=limits.max_traces, max_bytes=limits.max_bytes
         )
+        # Full: a request waits up to 2 x retry_after_s for room, in a line of at most 4 x max_pending items.
+        self.admission = Admission(4 * limits.max_pending, 2 * limits.retry_after_s)
         self.closing = False
+        self.warm = False  # the judge's one-time start-up is done (readiness waits for it)
         self._sem: asyncio.Semaphore | None = None
         self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
         self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
@@ -121,7 +126,24 @@ class Scorer:
         self.requests_open = 0
 
     def stats(self) -> dict[str, Any]:
-        return {**asdict(self.counters), "pending": self.load(), "requests_open": self.requests_open}
+        return {
+            **asdict(self.counters),
+            "pending": self.load(),
+            "requests_open": self.requests_open,
+            "waiting": self.admission.waiting,
+            "warm": int(self.warm),
+        }
+
+    async def warm_up(self) -> str | None:
+        """The judge's one-time start-up (litellm's import takes seconds; the embedded judge starts its
+        server), done before the replica reports ready instead of inside its first request: the load balancer
+        sends one request's traces to its backends one after another, so a replica that starts up inside a
+        request stalls every replica that request still has to visit. Returns why the judge is not usable
+        (evaluations then retry the start-up), or None."""
+        # scoring.Scorer has no public warm-up; its private one is what every evaluation runs first.
+        failed = await self.scoring._warm_up()
+        self.warm = True
+        return None if failed is None else f"{failed.type}: {failed.message}"
 
     def _known(self, ident: tuple[int, int]) -> bool:
         return ident in self._done or ident in self._inflight
@@ -173,14 +195,21 @@ class Scorer:
                 oi.append((key, view))
         fresh = [i for _, i in own if not self._known((i.trace_id, i.span_id))]
         new_traces = {v.trace_id for _, v in oi if v.role == RETRIEVER and v.trace_id not in self._waiters}
-        if fresh or new_traces:
-            over = self.load() > 0 and self.load() + len(fresh) + len(new_traces) > self.limits.max_pending
-            if over or self.assembler.is_full(len(new_traces)):
+        need = len(fresh) + len(new_traces)
+
+        def fits() -> bool:
+            over = self.load() > 0 and self.load() + need > self.limits.max_pending
+            return not over and not self.assembler.is_full(len(new_traces))
+
+        if need:
+            if not await self.admission.wait(fits, need):
                 self.counters.rejected_saturated += 1
                 raise Saturated(
                     f"{self.load()} evaluations pending (max {self.limits.max_pending})",
                     self.limits.retry_after_s,
                 )
+            if self.closing:
+                raise Unavailable("shutting down")
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
@@ -251,6 +280,7 @@ class Scorer:
             waiter = self._waiters.pop(trace_id)
             if not waiter.done():
                 waiter.set_result("ok")
+        self.admission.freed()  # traces that left the waiters made room too
 
     def _arm_timer(self) -> None:
         deadline = self.assembler.next_deadline()
@@ -298,6 +328,7 @@ class Scorer:
                 self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
             if not future.done():
                 future.set_result(outcome)
+            self.admission.freed()
 
         task.add_done_callback(finished)
         return future
