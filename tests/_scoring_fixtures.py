@@ -15,11 +15,21 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from faithtrace import JudgeSettings
+
+# The hand-written probes of issue 13 (benchmarks/data/probes.jsonl): contradictions and faithful paraphrases.
+PROBES: list[dict[str, Any]] = [
+    json.loads(line)
+    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")
+    .read_text()
+    .splitlines()
+    if line.strip()
+]
 
 # A reply: the message content (str), or a dict with any of content / finish_reason / status / delay_s /
 # usage=(prompt_tokens, completion_tokens) / logprobs, or a callable(request_body) returning either.

@@ -7,23 +7,12 @@ paraphrase: every faithful probe, passive voice, symmetric relations, reordered 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 import faithtrace
-from _scoring_fixtures import FakeJudge, fake_judge, verdicts_json  # noqa: F401  (fixture)
+from _scoring_fixtures import PROBES, FakeJudge, fake_judge, verdicts_json  # noqa: F401  (fixture)
 from faithtrace import ScoringOptions
 from faithtrace.scoring import contradictions, grounding
-
-PROBES = [
-    json.loads(line)
-    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")
-    .read_text()
-    .splitlines()
-    if line.strip()
-]
 
 
 @pytest.mark.parametrize(

@@ -13,26 +13,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import faithtrace
-from _scoring_fixtures import FakeJudge, fake_judge  # noqa: F401  (fixture)
+from _scoring_fixtures import PROBES, FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import clean_env, ft  # noqa: F401  (fixtures)
 from faithtrace import ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.scoring import confidence, grounding, proof
 from faithtrace.testing import FaithtraceCapture
-
-PROBES = [
-    json.loads(line)
-    for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")
-    .read_text()
-    .splitlines()
-    if line.strip()
-]
 
 
 def _user(body: dict[str, Any]) -> str:

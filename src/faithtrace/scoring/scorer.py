@@ -62,7 +62,7 @@ class Scorer:
             error=ErrorInfo(type=etype, message=message[:1000]),
         )
 
-    async def _warm_up(self) -> ErrorInfo | None:
+    async def warm_up(self) -> ErrorInfo | None:
         """Resolve the judge endpoint once, outside the evaluation timeout (the local judge starts slowly)."""
         if self._judge_ready:
             return None
@@ -92,7 +92,7 @@ class Scorer:
         (the last also counted and, under pytest, raised)."""
         started = time.monotonic()
         try:
-            failed = await self._warm_up()
+            failed = await self.warm_up()
             if failed is not None:
                 return self.error_result(failed.type, failed.message, started)
             return await asyncio.wait_for(

@@ -141,7 +141,7 @@ class Scorer:
         request stalls every replica that request still has to visit. Returns why the judge is not usable
         (evaluations then retry the start-up), or None."""
         # scoring.Scorer has no public warm-up; its private one is what every evaluation runs first.
-        failed = await self.scoring._warm_up()
+        failed = await self.scoring.warm_up()
         self.warm = True
         return None if failed is None else f"{failed.type}: {failed.message}"
 
