@@ -71,7 +71,7 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
 
 _CHOICE_OPTIONS = {
     "claim_source": "where claims come from: the answer's sentences, or the judge",
-    "verdict_policy": "when the lexical check and the judge disagree: who may lower a yes",
+    "verdict_policy": "when the checks and the judge disagree: who may lower a yes",
     "verdict_context": "what each claim is judged against",
 }
 
