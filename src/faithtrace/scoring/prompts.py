@@ -172,7 +172,8 @@ def focus_verdict_messages(
     day or an added tool as long as most of its words are in the evidence: asked about the few words code
     could not find, it tells a paraphrase ("lowers" for "reduces") from an addition or a swap far better
     (probes: every faithful claim at P(yes) >= 0.76, 31 of 33 contradictions at 0.66 or less). Code only
-    picks the words; the judge decides what they mean. The words are the claim's own text, defused like the rest.
+    picks the words; the judge decides what they mean. The words are the claim's own text, defused like
+    the rest.
     """
     pairs = "\n".join(
         f"{i + 1}. {neutralise(c).strip()}\n"
