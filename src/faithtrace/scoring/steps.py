@@ -259,14 +259,9 @@ async def judge_claims(
     request, and with a hosted judge the concurrency limit is shared with other evaluations anyway. With
     ``focus``, claims with words to find and the others are asked in separate batches (two questions).
     """
-    groups: list[list[int]] = [list(range(len(data.claims)))]
-    if data.evidence is not None and data.focus is not None:
-        plain = [i for i, words in enumerate(data.focus) if not words]
-        groups = [plain, [i for i, words in enumerate(data.focus) if words]]
     found: dict[int, ClaimVerdict] = {}
     calls: list[LLMCall] = []
-    for group in groups:
-        focused = len(groups) > 1 and group is groups[-1]
+    for group, words in _questions(data):
         for start in range(0, len(group), batch_size):
             batch = group[start : start + batch_size]
             try:
@@ -279,17 +274,26 @@ async def judge_claims(
                     None if data.evidence is None else [data.evidence[i] for i in batch],
                     logprobs=data.logprobs,
                     min_p_supported=data.min_p_supported,
-                    focus=[data.focus[i] for i in batch] if focused and data.focus is not None else None,
+                    focus=None if words is None else [words[i] for i in batch],
                 )
             except Exception as exc:
                 prior = list(getattr(exc, "calls", []))
                 exc.calls = calls + prior  # type: ignore[attr-defined]
                 raise
-            if focused and data.focus is not None:
-                got = [_focus_reason(v, data.focus[i]) for v, i in zip(got, batch, strict=True)]
+            if words is not None:
+                got = [_focus_reason(v, words[i]) for v, i in zip(got, batch, strict=True)]
             found.update(zip(batch, got, strict=True))
             calls.extend(batch_calls)
     return VerdictsOutput(verdicts=[found[i] for i in range(len(data.claims))]), calls
+
+
+def _questions(data: VerdictsInput) -> list[tuple[list[int], list[list[str]] | None]]:
+    """The claims' indexes per question, with the words to find where the question is about them."""
+    everything = list(range(len(data.claims)))
+    focus = data.focus
+    if data.evidence is None or focus is None:
+        return [(everything, None)]
+    return [([i for i in everything if not focus[i]], None), ([i for i in everything if focus[i]], focus)]
 
 
 def _focus_reason(verdict: ClaimVerdict, words: Sequence[str]) -> ClaimVerdict:
