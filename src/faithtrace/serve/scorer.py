@@ -140,7 +140,6 @@ class Scorer:
         sends one request's traces to its backends one after another, so a replica that starts up inside a
         request stalls every replica that request still has to visit. Returns why the judge is not usable
         (evaluations then retry the start-up), or None."""
-        # scoring.Scorer has no public warm-up; its private one is what every evaluation runs first.
         failed = await self.scoring.warm_up()
         self.warm = True
         return None if failed is None else f"{failed.type}: {failed.message}"
