@@ -92,9 +92,9 @@ def rethreshold(
     """The rows as a run with ``min_p_supported=t`` (t >= the run's own) would have scored them.
 
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
-    run already applied its own, lower threshold), then ``strict`` lowers a "yes" the check cannot ground.
+    run already applied its own, lower threshold), then ``policy`` lowers a "yes" as ``verdict_checks`` does.
     """
-    from faithtrace.scoring import grounding, verdict_checks
+    from faithtrace.scoring import contradictions, grounding, verdict_checks
 
     probes = {p["id"]: p for p in map(json.loads, PROBES.read_text().splitlines()) if p}
     out = []
@@ -110,7 +110,8 @@ def rethreshold(
             elif c["p_supported"] is None:
                 yes += c["verdict"] == "yes"
             else:
-                yes += c["p_supported"] >= t and not verdict_checks.lowers(policy, g)
+                found = contradictions.find(c["text"], g.near)
+                yes += c["p_supported"] >= t and not verdict_checks.lowers(policy, g, found)
         score = yes / len(row["claims"]) if row["claims"] else None
         new = {**row, "score": score, "passed": None if score is None else score >= threshold}
         new["caught"] = caught(new)
@@ -166,7 +167,7 @@ def main() -> None:
         help="with --table-only: re-decide judged claims at this min_p_supported (>= the run's own)",
     )
     parser.add_argument(
-        "--policy", choices=("judge", "numbers", "strict"), default="numbers", help="with --min-p"
+        "--policy", choices=("judge", "numbers", "checks", "strict"), default="checks", help="with --min-p"
     )
     args = parser.parse_args()
     if args.table_only:
