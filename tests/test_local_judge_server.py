@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from faithtrace import LocalJudgeError
-from faithtrace.judge import _server, local
+from faithtrace.judge import _serve, _server, local
 from faithtrace.judge._model import file_lock
 from faithtrace.judge._serve import STATE_VERSION, write_state
 from faithtrace.judge.local import ensure_local_judge, local_judge_status, stop_local_judge
@@ -240,3 +240,22 @@ def test_no_proxy_is_left_alone_without_a_proxy(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("no_proxy", "example.com")
     local.bypass_proxy_for_loopback()
     assert os.environ["NO_PROXY"] == "example.com"
+
+
+def test_row_logprobs_equal_the_whole_array_call_row_by_row() -> None:
+    # The judge server normalises only the rows llama-cpp-python reads; each must equal the whole-array call.
+    np = pytest.importorskip("numpy")
+    llama = pytest.importorskip("llama_cpp")
+    whole = llama.Llama.logits_to_logprobs
+    logits = np.random.default_rng(0).normal(size=(7, 4096)).astype(np.single) * 8
+    logits[3, :] = -np.inf
+    logits[3, 5] = 2.0
+    rows = _serve._RowLogprobs(logits, whole)
+    expected = whole(logits)
+    assert len(rows) == 7
+    tail = rows[4:]
+    assert len(tail) == 3
+    for got, want in zip(tail, expected[4:], strict=True):
+        assert np.array_equal(got, want)
+    assert np.array_equal(rows[3], expected[3], equal_nan=True)
+    assert [np.array_equal(r, w) for r, w in zip(rows, expected, strict=True)] == [True] * 7

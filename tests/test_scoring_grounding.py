@@ -56,6 +56,11 @@ def test_split_statements_keeps_facts_and_drops_lead_ins_citations_and_remarks()
     assert grounding.split_statements("If you are unable to find basil, use parsley.") == [
         "If you are unable to find basil, use parsley."
     ]
+    # Courtesies to the reader are not claims; a suggestion about the world is.
+    assert grounding.split_statements(
+        "Bake for 20 minutes. I hope this helps! Let me know if you have any further questions. "
+        "Feel free to ask for more recipes. Feel free to add more garlic."
+    ) == ["Bake for 20 minutes.", "Feel free to add more garlic."]
 
 
 def test_check_flags_missing_numbers_and_mostly_missing_words_only() -> None:
@@ -72,6 +77,32 @@ def test_check_flags_missing_numbers_and_mostly_missing_words_only() -> None:
     assert words.describe().startswith("not in the documents: 'wrap', 'pvc', 'foil'")
     paraphrase = grounding.check("Preheat the oven to 350 degrees F before roasting the pork.", vocab)
     assert not paraphrase.unsupported(grounding.MAX_MISSING_SHARE)
+    assert words.adds_material
+    assert not same.adds_material
+    assert not paraphrase.adds_material
+
+
+def test_added_material_is_three_unknown_words_not_one_or_two_synonyms() -> None:
+    vocab = grounding.Vocabulary.of(
+        [
+            "The drug reduces high blood pressure within two weeks of daily use, and its effect on the heart "
+            "rate is measured by the clinic nurses every morning."
+        ]
+    )
+    two = grounding.check("The drug lowers hypertension within two weeks of daily use.", vocab)
+    assert two.words_missing == ("lowers", "hypertension")
+    assert not two.adds_material
+    three = grounding.check("The drug also prevents migraines and improves sleep quality.", vocab)
+    assert three.words_missing == ("prevents", "migraines", "improves", "sleep", "quality")
+    assert three.adds_material
+    # Three unknown words among seventeen are not over a fifth of the claim: not flagged.
+    long = grounding.check(
+        "Within two weeks of daily use the drug reduces high blood pressure, and clinic nurses measure its "
+        "effect on the heart rate every morning with cuffs, monitors and charts.",
+        vocab,
+    )
+    assert long.words_missing == ("cuffs", "monitors", "charts")
+    assert not long.adds_material
 
 
 async def test_default_pipeline_makes_one_call_and_the_judge_decides(fake_judge: FakeJudge) -> None:

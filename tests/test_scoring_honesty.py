@@ -279,3 +279,28 @@ def test_the_numbers_policy_lowers_a_yes_only_for_a_number_its_evidence_lacks(fa
         ("yes", "judge", "yes"),
         ("yes", "judge", "yes"),
     ]
+
+
+def test_the_checks_policy_lowers_a_yes_for_added_material_not_a_paraphrase(fake_judge: FakeJudge) -> None:
+    # The embedded judge says "yes" to plausible details the documents never give (RAGTruth's usual
+    # hallucination). Under ``checks`` a claim with three or more words no document uses becomes idk; a
+    # paraphrase with two such words ("lowers", "hypertension") keeps the judge's verdict. With a configured
+    # judge's default (``auto`` = ``judge``), both keep it and the disagreement is recorded.
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": i, "verdict": "yes"} for i in (1, 2)]}))
+    doc = ["The drug reduces high blood pressure within two weeks of daily use."]
+    answer = (
+        "The drug lowers hypertension within two weeks of daily use. "
+        "The drug also prevents migraines and improves sleep quality."
+    )
+    checks = faithtrace.evaluate(
+        None, doc, answer, judge=fake_judge.settings(), options=ScoringOptions(verdict_policy="checks")
+    )
+    # The paraphrase's check verdict is idk too (two of its five words are unknown): recorded, not applied.
+    assert _views(checks) == [("yes", "judge", "yes", "idk"), ("idk", "check", "yes", "idk")]
+    assert "not in the documents: 'prevents', 'migraines', 'improves'" in (checks.claims[1].reason or "")
+    assert checks.score == 0.5
+
+    default = faithtrace.evaluate(None, doc, answer, judge=fake_judge.settings())
+    assert _views(default) == [("yes", "judge", "yes", "idk"), ("yes", "judge", "yes", "idk")]
+    assert [c.disagreement for c in default.claims] == [True, True]
+    assert default.score == 1.0

@@ -118,9 +118,11 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         True),
     Option("scoring.verdict_policy", "When the checks disagree with the judge (both verdicts are recorded): "
         "judge (its verdict stands), numbers (a yes for a claim with a number absent from the documents "
-        "becomes idk), checks (that, and a yes for a claim that is a document sentence with a negation "
-        "flipped, two parts exchanged or a detail from a parallel clause becomes no), strict (also a yes "
-        "with over 30 % unknown content words), or auto (checks with the embedded judge, judge otherwise). "
+        "becomes idk), checks (that; a yes for a claim that is a document sentence with a negation "
+        "flipped, two parts exchanged or a detail from a parallel clause becomes no; a yes for added "
+        "material, three or more content words, over a fifth of the claim's, that no document uses, "
+        "becomes idk), strict (also a yes with over 30 % unknown content words), or auto (checks with the "
+        "embedded judge, judge otherwise). "
         "A no or idk always stands.",
         "auto", choices=("auto", "judge", "numbers", "checks", "strict")),
     Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "

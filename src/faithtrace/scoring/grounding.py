@@ -46,14 +46,22 @@ _ABOUT_SOURCES = re.compile(
     r"not able to (?:answer|provide|determine)|(?:are|is) not (?:provided|mentioned|specified|given))\b",
     re.IGNORECASE,
 )
+# Courtesies addressed to the reader say nothing about the world ("I hope this helps!", "Let me know if you
+# have any further questions."): a judge asked about them answers at random.
+_COURTESY = re.compile(
+    r"^(?:i\s+)?hope (?:this|that|it) helps\b|^(?:please\s+)?let me know\b|"
+    r"^(?:please\s+)?feel free to (?:ask|contact|reach out)\b|^(?:good luck|happy \w+ing)\b",
+    re.IGNORECASE,
+)
 _MIN_WORDS = 3
 
 
 def split_statements(answer: str) -> list[str]:
     """The answer's checkable statements: one per sentence or list item, without citations or lead-ins.
 
-    Dropped: headings and intros (ending with ':'), questions, remarks about the sources, and fragments of
-    fewer than three words. No judge call: this replaces LLM claim extraction by default (see options).
+    Dropped: headings and intros (ending with ':'), questions, remarks about the sources, courtesies to the
+    reader, and fragments of fewer than three words. No judge call: this replaces LLM claim extraction by
+    default (see options).
     """
     out: list[str] = []
     seen: set[str] = set()
@@ -65,7 +73,7 @@ def split_statements(answer: str) -> list[str]:
             text = _CITATION_WORDED.sub("", _CITATION.sub("", piece)).strip()
             text = _STEP.sub("", _SOURCE_PHRASE.sub(" ", text).strip()).strip()
             text = " ".join(text.split())
-            if not text or text.endswith((":", "?")) or _ABOUT_SOURCES.search(text):
+            if not text or text.endswith((":", "?")) or _ABOUT_SOURCES.search(text) or _COURTESY.match(text):
                 continue
             if len(text.split()) < _MIN_WORDS:
                 continue
@@ -102,6 +110,11 @@ _TOKEN = re.compile(r"[a-z]+|\d+(?:[.,]\d+)*")
 # RAGTruth QA dev rows outside the benchmark's quick subset (0.25-0.3 was a plateau); paraphrase of supported
 # text rarely replaces a third of its content words.
 MAX_MISSING_SHARE = 0.3
+# Added material: a synonym or two is a paraphrase ("lowers" for "reduces", "weekdays" for "Monday to
+# Friday": every paraphrase probe has at most two such words per claim); three or more words no document uses
+# are, in RAGTruth's labelled answers, mostly a detail the documents do not give.
+ADDED_MIN_WORDS = 3
+ADDED_MIN_SHARE = 0.2
 # "[date]", "[Your Name]": a template's placeholders assert nothing.
 _PLACEHOLDER = re.compile(r"\[[^\[\]\n]{1,60}\]")
 _PREFIX = 5  # a crude stem: "seasoned" and "seasoning" share "seaso"
@@ -161,6 +174,12 @@ class Grounding:
 
     def unsupported(self, max_missing_share: float) -> bool:
         return bool(self.numbers_missing) or self.missing_share > max_missing_share
+
+    @property
+    def adds_material(self) -> bool:
+        """Whether the claim says something the documents never mention: at least ``ADDED_MIN_WORDS`` of its
+        content words, and over ``ADDED_MIN_SHARE`` of them, occur in no document (not even inflected)."""
+        return len(self.words_missing) >= ADDED_MIN_WORDS and self.missing_share > ADDED_MIN_SHARE
 
     def describe(self) -> str:
         shown = ", ".join(f"'{w}'" for w in [*self.numbers_missing, *self.words_missing][:6])

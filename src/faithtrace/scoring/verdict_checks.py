@@ -6,14 +6,16 @@ Three rules, in this order of power:
   "yes" without asking the judge (``decided_by="proof"``).
 * Every other claim gets the judge's verdict. The checks' own view of it (``check_verdict``: "no" when the
   claim is an evidence sentence with a negation flipped, two parts exchanged or a detail taken from a
-  parallel clause (``contradictions``); "idk" when its numbers or most of its words are nowhere in the
-  documents; "yes" otherwise) is recorded next to it, so a disagreement is visible on the claim and its
-  event, whoever wins.
+  parallel clause (``contradictions``); "idk" when its numbers, most of its words or three of them are
+  nowhere in the documents; "yes" otherwise) is recorded next to it, so a disagreement is visible on the
+  claim and its event, whoever wins.
 * ``verdict_policy`` decides whether the checks may lower a judge's "yes" to their own verdict, recorded as
   ``decided_by="check"``: never (``judge``, the default with any configured model); when a number of the
-  claim (compared by value) is nowhere in the documents (``numbers``); that, or a mechanical contradiction
-  (``checks``, the default with the embedded judge, which says "yes" to a swapped year and to "the landlord
-  pays the tenant" against "the tenant pays the landlord"); or whenever the checks disagree (``strict``).
+  claim (compared by value) is nowhere in the documents (``numbers``); that, a mechanical contradiction, or
+  added material, three or more words no document uses (``checks``, the default with the embedded judge,
+  which says "yes" to a swapped year, to "the landlord pays the tenant" against "the tenant pays the
+  landlord", and to plausible details the documents never give); or whenever the checks disagree
+  (``strict``).
   The checks never raise a verdict: word overlap cannot tell a paraphrase from a contradiction, so they
   must never turn a judge's "no" into "yes".
 """
@@ -33,7 +35,7 @@ def check_verdict(g: grounding.Grounding, found: contradictions.Contradiction | 
     (precise), "idk" when the lexical check cannot ground it (a weak signal), else "yes"."""
     if found is not None:
         return "no"
-    if g.unsupported(grounding.MAX_MISSING_SHARE):
+    if g.unsupported(grounding.MAX_MISSING_SHARE) or g.adds_material:
         return "idk"
     return "yes"
 
@@ -56,7 +58,7 @@ def lowers(policy: str, g: grounding.Grounding, found: contradictions.Contradict
     if policy == "numbers":
         return bool(g.numbers_absent)
     if policy == "checks":
-        return found is not None or bool(g.numbers_absent)
+        return found is not None or bool(g.numbers_absent) or g.adds_material
     return False
 
 
