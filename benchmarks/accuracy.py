@@ -108,16 +108,25 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
     return {"system": "faithtrace", **rec}
 
 
+def _claim_support(claim: list[Any]) -> float:
+    _text, verdict, _reason, decided_by, p_yes = claim[:5]
+    if decided_by == "proof":
+        return 1.0
+    if decided_by == "check" or p_yes is None:
+        # A verdict the checks lowered is theirs, not the judge's: its P(yes) says what the judge thought, not
+        # what the claim counts as.
+        return float(verdict == "yes")
+    return float(p_yes)
+
+
 def _support(rec: dict[str, Any]) -> float:
-    """The mean P(supported) over the claims: 1 for a proven claim, the judge's P(yes) where it returned one,
-    else 1/0 by verdict. A continuous score, so AUROC is a curve, not one point; rows stored before claims
-    carried P(yes) fall back to the score."""
+    """The mean P(supported) over the claims: 1 for a proven claim, the judge's P(yes) where it decided and
+    returned one, else 1/0 by verdict (a verdict the checks lowered counts as theirs). A continuous score, so
+    AUROC is a curve, not one point; rows stored before claims carried P(yes) fall back to the score."""
     claims = rec.get("claims") or []
     if not claims or any(len(c) < 5 for c in claims):
         return float(rec["score"])
-    values = [
-        1.0 if c[3] == "proof" else (c[4] if c[4] is not None else float(c[1] == "yes")) for c in claims
-    ]
+    values = [_claim_support(c) for c in claims]
     return sum(values) / len(values)
 
 

@@ -171,6 +171,21 @@ def test_metrics_match_hand_computed_values() -> None:
     assert _accuracy_metrics.balanced_accuracy(labels, [True, False, False, False]) == pytest.approx(0.75)
 
 
+def test_accuracy_ranks_by_the_claims_final_verdicts_and_the_judges_confidence() -> None:
+    import accuracy
+
+    claims = [
+        ["Proven.", "yes", None, "proof", None],
+        ["Judged.", "yes", None, "judge", 0.8],
+        # The judge said yes (P 0.9); the checks lowered it to idk: it counts as the checks' idk.
+        ["Lowered.", "idk", "the judge said yes; the checks say idk", "check", 0.9],
+        ["No confidence.", "no", None, "judge", None],
+    ]
+    rec = {"score": 0.5, "passed": False, "outcome": "scored", "claims": claims}
+    assert accuracy.faithtrace_record(rec, "hallucinated")["risk"] == pytest.approx(1 - (1 + 0.8 + 0 + 0) / 4)
+    assert accuracy.faithtrace_record({**rec, "claims": []}, "faithful")["risk"] == pytest.approx(0.5)
+
+
 def test_paired_bootstrap_brackets_the_observed_difference() -> None:
     labels = [i % 2 == 0 for i in range(40)]
     perfect = [{"risk": float(y), "predicted": y} for y in labels]
