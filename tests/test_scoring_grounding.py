@@ -61,6 +61,9 @@ def test_split_statements_keeps_facts_and_drops_lead_ins_citations_and_remarks()
         "Bake for 20 minutes. I hope this helps! Let me know if you have any further questions. "
         "Feel free to ask for more recipes. Feel free to add more garlic."
     ) == ["Bake for 20 minutes.", "Feel free to add more garlic."]
+    assert grounding.split_statements(
+        "Good luck with your new garden! Happy baking, everyone. Good luck charms date from the Middle Ages."
+    ) == ["Good luck charms date from the Middle Ages."]
 
 
 def test_check_flags_missing_numbers_and_mostly_missing_words_only() -> None:

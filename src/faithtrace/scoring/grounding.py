@@ -47,10 +47,13 @@ _ABOUT_SOURCES = re.compile(
     re.IGNORECASE,
 )
 # Courtesies addressed to the reader say nothing about the world ("I hope this helps!", "Let me know if you
-# have any further questions."): a judge asked about them answers at random.
+# have any further questions."): a judge asked about them answers at random. "Good luck" and "Happy ...ing"
+# only as a whole sentence (at most ", everyone" or "with ..." after them): "Good luck charms date from ..."
+# is a claim.
 _COURTESY = re.compile(
     r"^(?:i\s+)?hope (?:this|that|it) helps\b|^(?:please\s+)?let me know\b|"
-    r"^(?:please\s+)?feel free to (?:ask|contact|reach out)\b|^(?:good luck|happy \w+ing)\b",
+    r"^(?:please\s+)?feel free to (?:ask|contact|reach out)\b|"
+    r"^(?:good luck|happy \w+ing)(?:(?:,| with) [^.!?]{1,40})?[.!]*$",
     re.IGNORECASE,
 )
 _MIN_WORDS = 3
