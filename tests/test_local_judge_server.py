@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from faithtrace import LocalJudgeError
 from faithtrace.judge import _serve, _server, local
-from faithtrace.judge._model import file_lock
+from faithtrace.judge._model import ensure_bundled_model, file_lock
 from faithtrace.judge._serve import STATE_VERSION, write_state
 from faithtrace.judge.local import ensure_local_judge, local_judge_status, stop_local_judge
 
@@ -259,3 +260,30 @@ def test_row_logprobs_equal_the_whole_array_call_row_by_row() -> None:
         assert np.array_equal(got, want)
     assert np.array_equal(rows[3], expected[3], equal_nan=True)
     assert [np.array_equal(r, w) for r, w in zip(rows, expected, strict=True)] == [True] * 7
+
+
+@pytest.mark.judge
+def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilities() -> None:
+    # The judge server computes logits for the last token of each batch only; a completion's tokens and their
+    # log-probabilities must be what llama-cpp-python's own eval gives, prompt split over several batches.
+    llama = pytest.importorskip("llama_cpp")
+    model = str(ensure_bundled_model())
+    prompt = (
+        "Document: The quarterly meeting is held on Tuesday in room 4. Lunch is served at noon.\n"
+        "Claim: The quarterly meeting is held on Friday.\nIs the claim stated in the document? Answer:"
+    )
+    outputs = []
+    for patched in (False, True):
+        llm = llama.Llama(model, n_ctx=512, n_batch=16, n_threads=2, logits_all=True, seed=1, verbose=False)
+        if patched:
+            llm.eval = types.MethodType(_serve.eval_last_logits, llm)
+        out = llm.create_completion(prompt, max_tokens=6, temperature=0.0, logprobs=5)
+        outputs.append(out["choices"][0])
+        llm.close()
+    want, got = outputs
+    assert got["text"].strip()
+    assert got["text"] == want["text"]
+    assert got["logprobs"]["tokens"] == want["logprobs"]["tokens"]
+    for g, w in zip(got["logprobs"]["top_logprobs"], want["logprobs"]["top_logprobs"], strict=True):
+        assert set(g) == set(w)
+        assert all(abs(g[k] - w[k]) < 1e-3 for k in w)
