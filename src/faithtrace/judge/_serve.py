@@ -168,7 +168,7 @@ def _fast_top_logprobs() -> None:
         return whole(logits, axis)
 
     module.Llama.logits_to_logprobs = staticmethod(logits_to_logprobs)  # type: ignore[method-assign]
-    module.Llama.eval = eval_last_logits  # type: ignore[method-assign]
+    module.Llama.eval = eval_last_logits  # type: ignore[method-assign,assignment]
 
 
 def run(
