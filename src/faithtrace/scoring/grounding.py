@@ -53,7 +53,19 @@ _ABOUT_SOURCES = re.compile(
 _COURTESY = re.compile(
     r"^(?:i\s+)?hope (?:this|that|it) helps\b|^(?:please\s+)?let me know\b|"
     r"^(?:please\s+)?feel free to (?:ask|contact|reach out)\b|"
-    r"^(?:good luck|happy \w+ing)(?:(?:,| with) [^.!?]{1,40})?[.!]*$",
+    r"^(?:good luck|happy \w+ing)(?:(?:,| with) [^.!?]{1,40})?[.!]*$|"
+    # A letter's salutation and its thanks ("Dear [Name],", "Thank you for your understanding."): "Thanks to
+    # its price, it sells well" is a claim, so only "thank you" / "thanks for" as a whole sentence.
+    r"^dear\b[^.!?]{0,60},?$|^(?:thank you|thanks for)\b[^.!?]{0,80}[.!]*$",
+    re.IGNORECASE,
+)
+# A statement's opening connective or answer particle ties it to the rest of the answer or to the question;
+# it asserts nothing: "Alternatively, apply a stain remover." claims what "Apply a stain remover." claims, and
+# "No, X is not Y." what "X is not Y." does (the "no" answers the question; the claim keeps its own
+# negation). Only before a comma: "Then click Save" and "No one ..." stay whole.
+LEAD = re.compile(
+    r"^(?:yes|no|also|then|next|however|finally|lastly|first(?:ly)?|second(?:ly)?|third(?:ly)?|"
+    r"additionally|alternatively|alternately|furthermore|moreover|in addition|similarly|likewise)\s*,\s*",
     re.IGNORECASE,
 )
 _MIN_WORDS = 3
@@ -75,10 +87,12 @@ def split_statements(answer: str) -> list[str]:
         for piece in _SENTENCE_END.split(line):
             text = _CITATION_WORDED.sub("", _CITATION.sub("", piece)).strip()
             text = _STEP.sub("", _SOURCE_PHRASE.sub(" ", text).strip()).strip()
+            text = LEAD.sub("", text)
             text = " ".join(text.split())
             if not text or text.endswith((":", "?")) or _ABOUT_SOURCES.search(text) or _COURTESY.match(text):
                 continue
-            if len(text.split()) < _MIN_WORDS:
+            # Counted without a template's placeholders: "From [date] to [date]" asserts nothing.
+            if len(_PLACEHOLDER.sub(" ", text).split()) < _MIN_WORDS:
                 continue
             text = text[0].upper() + text[1:]
             if text.lower() not in seen:

@@ -127,6 +127,8 @@ def proven(claims: Sequence[str], sentences: Sequence[str]) -> list[int | None]:
     split = [(s, set(map(key, words(s)))) for s in sentences]
     out: list[int | None] = []
     for claim in claims:
+        # Claims the judge extracted may still open with "Alternatively," (``grounding.split_statements``).
+        claim = grounding.LEAD.sub("", claim)
         need = {key(t) for t in words(claim)}
         found = None
         for i, (sentence, keys) in enumerate(split):
