@@ -64,6 +64,32 @@ def test_split_statements_keeps_facts_and_drops_lead_ins_citations_and_remarks()
     assert grounding.split_statements(
         "Good luck with your new garden! Happy baking, everyone. Good luck charms date from the Middle Ages."
     ) == ["Good luck charms date from the Middle Ages."]
+    # A letter template: its salutation, its thanks and lines that are only placeholders assert nothing; what
+    # the letter says does, and so does "Thanks to ..." or a name beginning "Dear".
+    assert grounding.split_statements(
+        "Dear [Supervisor's Name],\nFrom [date] to [date]\nI will be on leave for 10 days.\n"
+        "Thank you for your understanding and support.\nThanks to the new rota, my work is covered. "
+        "Dear Abby is an advice column."
+    ) == [
+        "I will be on leave for 10 days.",
+        "Thanks to the new rota, my work is covered.",
+        "Dear Abby is an advice column.",
+    ]
+
+
+def test_split_statements_drops_an_opening_connective_or_answer_particle_not_the_claim() -> None:
+    # "No," answers the question; the claim keeps its own negation. Without a comma the word is the claim's.
+    assert grounding.split_statements(
+        "No, arthritis and disc disease are not the same. Alternatively, apply a stain remover. "
+        "However, the stain may stay. No one knows why. Then click Save. Yes, the store opens at 9."
+    ) == [
+        "Arthritis and disc disease are not the same.",
+        "Apply a stain remover.",
+        "The stain may stay.",
+        "No one knows why.",
+        "Then click Save.",
+        "The store opens at 9.",
+    ]
 
 
 def test_check_flags_missing_numbers_and_mostly_missing_words_only() -> None:

@@ -159,6 +159,22 @@ def test_proof_compares_numbers_by_value_and_refuses_swaps() -> None:
     assert not proof.contained("It was designed by Andersen.", "It was designed by Anderson.")
 
 
+def test_an_opening_connective_is_not_what_a_proof_must_find_but_a_negation_is() -> None:
+    sentences = [
+        "Alternately, apply a pet stain remover to the affected area.",
+        "The store is not open on Sundays.",
+    ]
+    assert proof.proven(
+        [
+            "Alternatively, apply a pet stain remover to the affected area.",
+            "No, the store is not open on Sundays.",
+            "No, the store is open on Sundays.",
+            "However, the store is open on Sundays.",
+        ],
+        sentences,
+    ) == [0, 1, None, None]
+
+
 def test_a_lenient_judge_is_not_overruled_by_default_but_the_disagreement_is_recorded(
     fake_judge: FakeJudge,
 ) -> None:
