@@ -250,3 +250,11 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
     assert "rows 1, as run: balanced accuracy None" in out
     assert "rows 1, as run: balanced accuracy None, AUROC None, mean 1.0" in out
     assert "rows 1, strict: balanced accuracy None, AUROC None, mean 0.666" in out
+
+
+@pytest.mark.judge
+def test_judge_speed_prints_prompt_and_decode_times_from_the_real_model() -> None:
+    out = _run("judge_speed.py", "--tokens", "48", "--decode", "2", "--threads", "1").stdout
+    assert "48 prompt tokens" in out
+    for line in ("logits for every position:", "logits for the last only:", "ms per token"):
+        assert line in out
