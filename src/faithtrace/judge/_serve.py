@@ -126,8 +126,9 @@ def eval_last_logits(llm: Any, tokens: Any) -> None:
     completion's log-probabilities are read from the row before each of its tokens: the prompt's last row,
     then one row per single-token decode step, all of which this computes. The prompt's other rows are left
     unwritten, so this server must not be asked for the prompt's own log-probabilities (``echo`` with
-    ``logprobs``), which faithtrace never does. Measured here on a 1,200-token prompt, 2 threads: 20.1 s
-    with every row, 17.0 s with the last (``benchmarks/README.md``).
+    ``logprobs``), which faithtrace never does. A 1,200-token prompt on 2 threads here: 20.5 s with every
+    row, 17.0 s with the last (llama.cpp built for AVX2; 14.8 s and 12.6 s for AVX-512), by
+    ``benchmarks/judge_speed.py``.
     """
     import numpy as np
 
