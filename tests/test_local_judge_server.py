@@ -277,8 +277,17 @@ def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilitie
         llm = llama.Llama(model, n_ctx=512, n_batch=16, n_threads=2, logits_all=True, seed=1, verbose=False)
         if patched:
             llm.eval = types.MethodType(_serve.eval_last_logits, llm)
+            guarded = _serve.refuse_prompt_logprobs(llama.Llama._create_completion)
+            llm._create_completion = types.MethodType(guarded, llm)
         out = llm.create_completion(prompt, max_tokens=6, temperature=0.0, logprobs=5)
         outputs.append(out["choices"][0])
+        if patched:
+            # The prompt's own rows were never computed: asking for them is refused, not answered wrongly.
+            with pytest.raises(ValueError, match="echo with logprobs"):
+                llm.create_completion(prompt, max_tokens=1, echo=True, logprobs=1)
+            assert llm.create_completion(prompt, max_tokens=1, echo=True)["choices"][0]["text"].startswith(
+                prompt
+            )
         llm.close()
     want, got = outputs
     assert got["text"].strip()

@@ -125,10 +125,10 @@ def eval_last_logits(llm: Any, tokens: Any) -> None:
     the 152k-word output layer over every prompt token and copies each row (608 KB) into ``scores``. A
     completion's log-probabilities are read from the row before each of its tokens: the prompt's last row,
     then one row per single-token decode step, all of which this computes. The prompt's other rows are left
-    unwritten, so this server must not be asked for the prompt's own log-probabilities (``echo`` with
-    ``logprobs``), which faithtrace never does. A 1,200-token prompt on 2 threads here: 20.5 s with every
-    row, 17.0 s with the last (llama.cpp built for AVX2; 14.8 s and 12.6 s for AVX-512), by
-    ``benchmarks/judge_speed.py``.
+    unwritten, so this server refuses requests for the prompt's own log-probabilities (``echo`` with
+    ``logprobs``, ``refuse_prompt_logprobs``), which faithtrace never makes. A 1,200-token prompt on 2
+    threads here: 20.5 s with every row, 17.0 s with the last (llama.cpp built for AVX2; 14.8 s and 12.6 s
+    for AVX-512), by ``benchmarks/judge_speed.py``.
     """
     import numpy as np
 
@@ -146,6 +146,21 @@ def eval_last_logits(llm: Any, tokens: Any) -> None:
             llm.scores[n_past + n_tokens - 1, :] = row
         llm.n_tokens += n_tokens
         llm._requires_eval = False
+
+
+def refuse_prompt_logprobs(create: Callable[..., Any]) -> Callable[..., Any]:
+    """``create`` (llama-cpp-python's ``Llama._create_completion``, which every completion path calls with
+    keywords), refusing requests for the prompt's own log-probabilities: ``eval_last_logits`` does not compute
+    them, and a wrong answer must not look like a right one."""
+
+    def _create_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("echo") and kwargs.get("logprobs") is not None:
+            raise ValueError(
+                "this judge server does not return the prompt's log-probabilities (echo with logprobs)"
+            )
+        return create(self, *args, **kwargs)
+
+    return _create_completion
 
 
 def _fast_top_logprobs() -> None:
@@ -170,6 +185,7 @@ def _fast_top_logprobs() -> None:
 
     module.Llama.logits_to_logprobs = staticmethod(logits_to_logprobs)  # type: ignore[method-assign]
     module.Llama.eval = eval_last_logits  # type: ignore[method-assign,assignment]
+    module.Llama._create_completion = refuse_prompt_logprobs(module.Llama._create_completion)  # type: ignore[method-assign]
 
 
 def run(
