@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +117,7 @@ class _RowLogprobs:
         return len(self._logits)
 
 
-def eval_last_logits(llm: Any, tokens: Any) -> None:
+def eval_last_logits(llm: Any, tokens: Sequence[int]) -> None:
     """``Llama.eval`` with logits computed for the last token of each batch only, as without
     ``logits_all``, while the model still counts as keeping them all (so it returns log-probabilities).
 
@@ -163,7 +163,7 @@ def refuse_prompt_logprobs(create: Callable[..., Any]) -> Callable[..., Any]:
     return _create_completion
 
 
-def _fast_top_logprobs() -> None:
+def _spare_logprob_costs() -> None:
     """Three costs of llama-cpp-python's log-probabilities that buy nothing, removed in this server process
     only (ours, never a host process):
 
@@ -229,7 +229,7 @@ def run(
     _log(f"loading {model_path} (n_ctx={n_ctx}, threads={threads})")
     t0 = time.perf_counter()
     if logprobs:
-        _fast_top_logprobs()
+        _spare_logprob_costs()
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     _log(f"model loaded in {time.perf_counter() - t0:.1f} s")
     started_at = time.time()
