@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from faithtrace import LocalJudgeError
-from faithtrace.judge import _serve, _server, local
+from faithtrace.judge import _llama_speed, _server, local
 from faithtrace.judge._model import ensure_bundled_model, file_lock
 from faithtrace.judge._serve import STATE_VERSION, write_state
 from faithtrace.judge.local import ensure_local_judge, local_judge_status, stop_local_judge
@@ -251,7 +251,7 @@ def test_row_logprobs_equal_the_whole_array_call_row_by_row() -> None:
     logits = np.random.default_rng(0).normal(size=(7, 4096)).astype(np.single) * 8
     logits[3, :] = -np.inf
     logits[3, 5] = 2.0
-    rows = _serve._RowLogprobs(logits, whole)
+    rows = _llama_speed._RowLogprobs(logits, whole)
     expected = whole(logits)
     assert len(rows) == 7
     tail = rows[4:]
@@ -276,8 +276,8 @@ def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilitie
     for patched in (False, True):
         llm = llama.Llama(model, n_ctx=512, n_batch=16, n_threads=2, logits_all=True, seed=1, verbose=False)
         if patched:
-            llm.eval = types.MethodType(_serve.eval_last_logits, llm)
-            guarded = _serve.refuse_prompt_logprobs(llama.Llama._create_completion)
+            llm.eval = types.MethodType(_llama_speed.eval_last_logits, llm)
+            guarded = _llama_speed.refuse_prompt_logprobs(llama.Llama._create_completion)
             llm._create_completion = types.MethodType(guarded, llm)
         out = llm.create_completion(prompt, max_tokens=6, temperature=0.0, logprobs=5)
         outputs.append(out["choices"][0])
@@ -296,3 +296,89 @@ def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilitie
     for g, w in zip(got["logprobs"]["top_logprobs"], want["logprobs"]["top_logprobs"], strict=True):
         assert set(g) == set(w)
         assert all(abs(g[k] - w[k]) < 1e-3 for k in w)
+
+
+def test_top_pairs_equal_llama_cpp_pythons_sort_ties_and_infinities_included() -> None:
+    # llama-cpp-python sorts every (logprob, token) pair of a row and reads the first top_logprobs (<= 20);
+    # the judge server ranks the row in numpy. Same pairs, same order; ties by token id, as tuples sort.
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(1)
+    rows = [
+        rng.normal(size=5000).astype(np.single),
+        np.round(rng.normal(size=5000), 1).astype(np.single),  # many ties, across the 20th place too
+        np.full(30, -np.inf, dtype=np.single),
+        np.array([0.5, -np.inf, 0.5, 2.0], dtype=np.single),  # shorter than 20
+    ]
+    rows[0][[7, 4000, 12]] = rows[0].max() + 1  # a tie at the top
+    for row in rows:
+        pairs = _llama_speed._zip(row, range(len(row)))
+        assert isinstance(pairs, _llama_speed._RankedPairs)
+        want = sorted(zip(row, range(len(row)), strict=True), reverse=True)[:20]
+        got = _llama_speed._top_pairs(pairs, reverse=True)
+        assert [(float(v), i) for v, i in got] == [(float(v), i) for v, i in want]
+        assert [type(v) for v, _ in got] == [type(v) for v, _ in want]
+    # A NaN row, or pairs already partly read, are sorted as they come.
+    nan = np.array([np.nan, 1.0, 0.0], dtype=np.single)
+    assert [i for _, i in _llama_speed._top_pairs(_llama_speed._zip(nan, range(3)), reverse=True)] == [
+        i for _, i in sorted(zip(nan, range(3), strict=True), reverse=True)
+    ]
+    started = _llama_speed._zip(rows[3], range(4))
+    next(started)
+    assert [i for _, i in _llama_speed._top_pairs(started, reverse=True)] == [3, 2, 1]
+
+
+def test_other_zips_and_sorts_are_left_as_they_are() -> None:
+    np = pytest.importorskip("numpy")
+    assert list(_llama_speed._zip([1, 2], "ab")) == [(1, "a"), (2, "b")]
+    with pytest.raises(ValueError, match="shorter"):
+        list(_llama_speed._zip([1, 2], [3], strict=True))
+    row = np.arange(4, dtype=np.single)
+    assert not isinstance(_llama_speed._zip(row, range(3)), _llama_speed._RankedPairs)
+    assert _llama_speed._top_pairs([3, 1, 2]) == [1, 2, 3]
+    assert _llama_speed._top_pairs([(1, 1), (0, 9)], key=lambda p: p[1]) == [(1, 1), (0, 9)]
+
+
+@pytest.mark.judge
+def test_judge_server_patches_give_llama_cpp_pythons_own_replies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every change the judge server makes to llama-cpp-python (faster log-probabilities, the grammar checked
+    # on the best token first) must leave a reply as llama-cpp-python's own code writes it: a verdict reply
+    # as faithtrace asks for one (JSON schema grammar, top-5 log-probabilities, temperature 0, the server's
+    # repeat penalty), and a sampled reply without a grammar, which keeps llama.cpp's own sampler.
+    llama = pytest.importorskip("llama_cpp")
+    from faithtrace.scoring import prompts, steps
+
+    claims = ["The quarterly meeting is held on Friday.", "Lunch is served at noon.", "Room 5 is used."]
+    evidence = ["The quarterly meeting is held on Tuesday in room 4, and lunch is served at noon."] * 3
+    messages = prompts.focus_verdict_messages(claims, evidence, [["Friday"], [], ["5"]])
+    schema = steps._verdicts_reply(3).model_json_schema()
+    model = str(ensure_bundled_model())
+    replies = []
+    for patched in (False, True):
+        if patched:
+            for target, name, value in _llama_speed.patches():
+                monkeypatch.setattr(target, name, value, raising=False)
+        llm = llama.Llama(model, n_ctx=1024, n_threads=2, logits_all=True, seed=7, verbose=False)
+        verdicts = llm.create_chat_completion(
+            messages=messages,
+            temperature=0.0,
+            repeat_penalty=1.1,
+            max_tokens=80,
+            response_format={"type": "json_object", "schema": schema},
+            logprobs=True,
+            top_logprobs=5,
+        )
+        sampled = llm.create_completion("The capital of France is", max_tokens=8, temperature=0.8, seed=3)
+        replies.append((verdicts["choices"][0], sampled["choices"][0]["text"]))
+        llm.close()
+    (want, want_sampled), (got, got_sampled) = replies
+    assert json.loads(got["message"]["content"])["verdicts"][2]["claim"] == 3
+    assert got["message"]["content"] == want["message"]["content"]
+    assert got_sampled == want_sampled
+    assert len(got["logprobs"]["content"]) == len(want["logprobs"]["content"]) > 20
+    for g, w in zip(got["logprobs"]["content"], want["logprobs"]["content"], strict=True):
+        assert g["token"] == w["token"]
+        assert [t["token"] for t in g["top_logprobs"]] == [t["token"] for t in w["top_logprobs"]]
+        assert all(
+            abs(a["logprob"] - b["logprob"]) < 1e-3
+            for a, b in zip(g["top_logprobs"], w["top_logprobs"], strict=True)
+        )

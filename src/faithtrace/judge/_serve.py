@@ -19,9 +19,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
+
+from faithtrace.judge import _llama_speed
 
 HEALTH_PATH = "/faithtrace/health"
 STATE_VERSION = 1
@@ -83,111 +85,6 @@ def remove_state_if_ours(state_file: Path, pid: int) -> None:
             state_file.unlink()
 
 
-_TOP_K = 20  # OpenAI's maximum top_logprobs
-
-
-def _top_sorted(items: Any, reverse: bool = False) -> list[Any]:
-    import heapq
-
-    return heapq.nlargest(_TOP_K, items) if reverse else sorted(items)
-
-
-class _RowLogprobs:
-    """Log-softmax of a 2-D logits array, computed per row when a row is read.
-
-    llama-cpp-python normalises the logits of *every* position of a request, prompt included (n_tokens x
-    152k floats, about 0.7 GB for a 1,200-token request), then reads only the completion's rows: 16 % of the
-    judge's time in a py-spy profile of RAGTruth evaluations. Each row read gets exactly what the whole-array
-    call gives it (the reduction is along the row either way).
-    """
-
-    def __init__(self, logits: Any, one: Callable[[Any], Any]) -> None:
-        self._logits = logits
-        self._one = one
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, slice):
-            return _RowLogprobs(self._logits[key], self._one)
-        return self._one(self._logits[key])
-
-    def __iter__(self) -> Any:
-        return (self._one(row) for row in self._logits)
-
-    def __len__(self) -> int:
-        return len(self._logits)
-
-
-def eval_last_logits(llm: Any, tokens: Sequence[int]) -> None:
-    """``Llama.eval`` with logits computed for the last token of each batch only, as without
-    ``logits_all``, while the model still counts as keeping them all (so it returns log-probabilities).
-
-    Why: llama-cpp-python serves log-probabilities only from a model made with ``logits_all``, which runs
-    the 152k-word output layer over every prompt token and copies each row (608 KB) into ``scores``. A
-    completion's log-probabilities are read from the row before each of its tokens: the prompt's last row,
-    then one row per single-token decode step, all of which this computes. The prompt's other rows are left
-    unwritten, so this server refuses requests for the prompt's own log-probabilities (``echo`` with
-    ``logprobs``, ``refuse_prompt_logprobs``), which faithtrace never makes. A 1,200-token prompt on 2
-    threads here: 20.5 s with every row, 17.0 s with the last (llama.cpp built for AVX2; 14.8 s and 12.6 s
-    for AVX-512), by ``benchmarks/judge_speed.py``.
-    """
-    import numpy as np
-
-    llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
-    for i in range(0, len(tokens), llm.n_batch):
-        batch = tokens[i : min(len(tokens), i + llm.n_batch)]
-        n_past = llm.n_tokens
-        n_tokens = len(batch)
-        llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=False)
-        llm._ctx.decode(llm._batch)
-        llm.input_ids[n_past : n_past + n_tokens] = batch
-        if llm._logits_all:
-            # With one output in the batch, llama.cpp's logits buffer holds that one row.
-            row = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm._n_vocab,))
-            llm.scores[n_past + n_tokens - 1, :] = row
-        llm.n_tokens += n_tokens
-        llm._requires_eval = False
-
-
-def refuse_prompt_logprobs(create: Callable[..., Any]) -> Callable[..., Any]:
-    """``create`` (llama-cpp-python's ``Llama._create_completion``, which every completion path calls with
-    keywords), refusing requests for the prompt's own log-probabilities: ``eval_last_logits`` does not compute
-    them, and a wrong answer must not look like a right one."""
-
-    def _create_completion(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("echo") and kwargs.get("logprobs") is not None:
-            raise ValueError(
-                "this judge server does not return the prompt's log-probabilities (echo with logprobs)"
-            )
-        return create(self, *args, **kwargs)
-
-    return _create_completion
-
-
-def _spare_logprob_costs() -> None:
-    """Three costs of llama-cpp-python's log-probabilities that buy nothing, removed in this server process
-    only (ours, never a host process):
-
-    - it sorts all 152k (logprob, token) pairs in Python for every output token to return the top few:
-      ~0.25 s per token, which made a 19-token verdict reply take 6 s instead of 1.4 s here. Its module only
-      ever keeps the first ``top_logprobs`` of that sorted list, so a top-20 selection is the same answer;
-    - it normalises every position's logits where it reads the completion's (``_RowLogprobs``);
-    - it computes every prompt position's logits where it reads the last one's (``eval_last_logits``).
-    """
-    import llama_cpp.llama as module
-
-    module.sorted = _top_sorted  # type: ignore[attr-defined]
-    whole = module.Llama.logits_to_logprobs
-
-    def logits_to_logprobs(logits: Any, axis: int = -1) -> Any:
-        if axis == -1 and getattr(logits, "ndim", 1) == 2:
-            return _RowLogprobs(logits, whole)
-        return whole(logits, axis)
-
-    module.Llama.logits_to_logprobs = staticmethod(logits_to_logprobs)  # type: ignore[method-assign]
-    module.Llama.eval = eval_last_logits  # type: ignore[method-assign,assignment]
-    module.Llama._create_completion = refuse_prompt_logprobs(module.Llama._create_completion)  # type: ignore[method-assign]
-
-
 def run(
     *,
     model_path: str,
@@ -228,8 +125,7 @@ def run(
     )
     _log(f"loading {model_path} (n_ctx={n_ctx}, threads={threads})")
     t0 = time.perf_counter()
-    if logprobs:
-        _spare_logprob_costs()
+    _llama_speed.install()
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     _log(f"model loaded in {time.perf_counter() - t0:.1f} s")
     started_at = time.time()
