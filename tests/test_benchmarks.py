@@ -254,7 +254,34 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
 
 @pytest.mark.judge
 def test_judge_speed_prints_prompt_and_decode_times_from_the_real_model() -> None:
-    out = _run("judge_speed.py", "--tokens", "48", "--decode", "2", "--threads", "1").stdout
+    out = _run("judge_speed.py", "--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2").stdout
     assert "48 prompt tokens" in out
-    for line in ("logits for every position:", "logits for the last only:", "ms per token"):
+    for line in ("logits for every position:", "logits for the last only:", "ms per token", "verdict reply"):
         assert line in out
+    # It exits 1, and says NO, when the server's patches change the reply.
+    assert "same reply and tokens: yes" in out
+    assert out.count("ms per output token") == 2
+
+
+def test_budget_counts_evaluations_over_the_limits_and_compares_runs(tmp_path: Path) -> None:
+    def row(rid: str, tokens: tuple[int, int], seconds: float, p: float | None) -> dict[str, object]:
+        claims = [["A claim.", "yes", None, "judge", p]]
+        return {"system": "faithtrace", "id": rid, "llm_calls": 1 if tokens[0] else 0,
+                "input_tokens": tokens[0], "output_tokens": tokens[1], "seconds": seconds,
+                "claims": claims}  # fmt: skip
+
+    ours, theirs = tmp_path / "a_rows.jsonl", tmp_path / "b_rows.jsonl"
+    mine = [row("1", (1000, 50), 9.0, 0.9), row("2", (1200, 60), 16.0, 0.8), row("3", (0, 0), 0.0, None)]
+    other = [row("1", (1000, 50), 12.0, 0.9), row("2", (1200, 60), 20.0, 0.5)]
+    ours.write_text("".join(json.dumps(r) + "\n" for r in mine))
+    theirs.write_text("".join(json.dumps(r) + "\n" for r in other))
+    out = _run("budget.py", str(ours), "--against", str(theirs)).stdout
+    assert "2 of 3 evaluations called the judge" in out
+    assert "judge tokens: mean 1155.0, median 1155.0, 90th percentile 1260.0, max 1260.0; over 1,100: 1" in (
+        out
+    )
+    assert "seconds:      mean 12.5, median 12.5, 90th percentile 16.0, max 16.0; over 15: 1" in out
+    assert "within both:  1" in out
+    assert "2 rows in both; identical claim lists 1; verdicts changed 0 of 2;" in out
+    assert "largest P(yes) change 0.3000" in out
+    assert "same tokens 2; mean seconds 12.50 against 16.00" in out

@@ -148,3 +148,26 @@ async def test_unreachable_judge_is_judge_unavailable() -> None:
     assert info.value.type == "judge_unavailable"
     assert info.value.calls
     assert info.value.calls[0].error_type == "judge_unavailable"
+
+
+async def test_local_judge_is_asked_without_a_repeat_penalty(
+    fake_judge: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama-cpp-python's server penalises by default (1.1) every token the reply already holds: a verdict
+    # list would make each "yes" less likely the more claims before it were supported. Greedy, unpenalised
+    # decoding for the embedded judge; a configured model gets no such parameter.
+    from faithtrace.judge import local
+
+    def fake_local() -> local.LocalEndpoint:
+        return local.LocalEndpoint("openai/fake-judge", fake_judge.url, "sk-local", "faithtrace-local/fake")
+
+    monkeypatch.setattr(local, "ensure_local_judge", fake_local)
+    fake_judge.on("claims", json.dumps({"claims": ["x"]}))
+    embedded = Judge(fake_judge.settings(model=None, api_base=None, structured_output="auto"))
+    await embedded.generate(step="claims", messages=MESSAGES, schema=Claims)
+    await Judge(fake_judge.settings()).generate(step="claims", messages=MESSAGES, schema=Claims)
+
+    local_request, hosted_request = fake_judge.requests
+    assert local_request["repeat_penalty"] == 1.0
+    assert local_request["response_format"]["type"] == "json_object"
+    assert "repeat_penalty" not in hosted_request

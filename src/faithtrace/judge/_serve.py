@@ -1,12 +1,13 @@
 """The local judge server process: llama-cpp-python's OpenAI-compatible app under uvicorn, on loopback.
 
 Run as ``python -m faithtrace.judge._serve`` (a detached child started by ``ensure_local_judge``) or in the
-foreground by ``faithtrace judge serve``. Beyond llama-cpp-python's own server it adds three things:
+foreground by ``faithtrace judge serve``. Beyond llama-cpp-python's own server it adds four things:
 
 - ``GET /faithtrace/health``, answered without the model lock: ``/v1/models`` waits for the running
   inference, so under load it looks dead and a client would wrongly replace a busy server;
 - an idle timeout, so a detached server shared by many processes does not hold 2+ GB forever;
-- the state file that lets other processes find and reuse it, written once listening, removed on exit.
+- the state file that lets other processes find and reuse it, written once listening, removed on exit;
+- ``_llama_speed``'s changes to llama-cpp-python, in this process only: the same replies, sooner.
 """
 
 from __future__ import annotations
