@@ -45,6 +45,13 @@ def content(response: Any, mode: str) -> tuple[str, str | None]:
     return str(message.content or ""), finish
 
 
+# Sent to the embedded judge: llama-cpp-python's server penalises every token the reply already holds (1.1 by
+# default), so in a verdict list each "yes" would be less likely the more claims before it were supported.
+# RAGTruth, 120 rows: balanced accuracy 0.683 -> 0.692, AUROC 0.811 -> 0.822; the probes unchanged.
+def local_params() -> dict[str, Any]:
+    return {"extra_body": {"repeat_penalty": 1.0}}  # a fresh dict per request: litellm may change it
+
+
 TOP_LOGPROBS = 5
 # One output token: its text and its most likely alternatives at that position, text -> log-probability.
 TokenLogprobs = tuple[str, dict[str, float]]

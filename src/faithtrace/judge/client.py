@@ -181,7 +181,7 @@ class Judge:
         fmt: dict[str, Any] = {"type": "json_object"}
         if local:
             fmt["schema"] = schema  # passed through by litellm; llama.cpp turns it into a grammar
-        return {"response_format": fmt}
+        return {"response_format": fmt, **(_reply.local_params() if local else {})}
 
     # --- the call ----------------------------------------------------------------------------------------
     async def generate(
@@ -300,11 +300,6 @@ class Judge:
             **self._format_params(mode, step, json_schema, ep.local),
             **s.extra_params,
         }
-        if ep.local:
-            # llama-cpp-python's server penalises every token the reply already holds (1.1 by default), so in
-            # a verdict list each "yes" would be less likely the more claims before it were supported.
-            # RAGTruth, 120 rows: balanced accuracy 0.683 -> 0.692, AUROC 0.811 -> 0.822; probes unchanged.
-            params.setdefault("extra_body", {"repeat_penalty": 1.0})
         logprobs = logprobs and not self._logprobs_refused
         if logprobs:
             params.update(logprobs=True, top_logprobs=_reply.TOP_LOGPROBS)
