@@ -16,8 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common
 
 TOKENS, SECONDS = 1100, 15.0
 
@@ -28,11 +33,9 @@ def _rows(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _spread(values: list[float]) -> str:
-    ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
     return (
-        f"mean {statistics.mean(ordered):.1f}, median {statistics.median(ordered):.1f}, "
-        f"90th percentile {p90:.1f}, max {ordered[-1]:.1f}"
+        f"mean {statistics.mean(values):.1f}, median {_common.median(values):.1f}, "
+        f"90th percentile {_common.percentile(values, 90):.1f}, max {max(values):.1f}"
     )
 
 

@@ -1,4 +1,5 @@
-"""Reading a judge reply: the text, usage and cost out of a litellm response, JSON repair, error classes."""
+"""Reading a judge reply: the text, usage and cost out of a litellm response, JSON repair, error classes; and
+the parameters every request to the embedded judge carries."""
 
 from __future__ import annotations
 

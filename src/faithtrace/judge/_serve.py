@@ -24,8 +24,6 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from faithtrace.judge import _llama_speed
-
 HEALTH_PATH = "/faithtrace/health"
 STATE_VERSION = 1
 
@@ -126,6 +124,9 @@ def run(
     )
     _log(f"loading {model_path} (n_ctx={n_ctx}, threads={threads})")
     t0 = time.perf_counter()
+    # Here, not at import: ``_server`` imports this module in host processes, which must stay unpatched.
+    from faithtrace.judge import _llama_speed
+
     _llama_speed.install()
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     _log(f"model loaded in {time.perf_counter() - t0:.1f} s")
