@@ -94,6 +94,7 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
             "counts": res.counts.model_dump(),
             # Per claim, for looking into a result later: [text, verdict, reason, decided_by, P(yes)].
             "claims": [[c.text, c.verdict, c.reason, c.decided_by, c.p_supported] for c in res.claims],
+            "unjudged": res.unjudged,
             "error": res.error.model_dump() if res.error else None,
             "llm_calls": res.llm_calls,
             "input_tokens": res.input_tokens,

@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 }
                 for c in res.claims
             ],
+            "unjudged": res.unjudged,
         }
         row["caught"] = caught(row)
         rows.append(row)

@@ -81,6 +81,7 @@ EVAL_CLAIMS_TOTAL: Final = "faithtrace.evaluation.claims.total"
 EVAL_CLAIMS_YES: Final = "faithtrace.evaluation.claims.yes"
 EVAL_CLAIMS_NO: Final = "faithtrace.evaluation.claims.no"
 EVAL_CLAIMS_IDK: Final = "faithtrace.evaluation.claims.idk"
+EVAL_CLAIMS_UNJUDGED: Final = "faithtrace.evaluation.claims.unjudged"  # not judged, not in the score
 EVAL_CLAIM_EVENTS_DROPPED: Final = "faithtrace.evaluation.claim_events.dropped"
 EVAL_QUEUE_WAIT: Final = "faithtrace.evaluation.queue_wait_s"
 EVAL_INPUT_TOKENS: Final = "faithtrace.evaluation.input_tokens"

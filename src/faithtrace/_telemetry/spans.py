@@ -143,6 +143,7 @@ def evaluation_attributes(job: Job, result: FaithfulnessResult, started_ns: int)
         n.EVAL_CLAIMS_YES: result.counts.yes,
         n.EVAL_CLAIMS_NO: result.counts.no,
         n.EVAL_CLAIMS_IDK: result.counts.idk,
+        n.EVAL_CLAIMS_UNJUDGED: len(result.unjudged),
         n.EVAL_QUEUE_WAIT: max(0.0, (started_ns - job.enqueued_ns) / 1e9),
         n.EVAL_INPUT_TOKENS: result.input_tokens,
         n.EVAL_OUTPUT_TOKENS: result.output_tokens,

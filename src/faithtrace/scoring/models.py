@@ -132,6 +132,8 @@ class FaithfulnessResult(BaseModel):
     idk_policy: IdkPolicy = IdkPolicy.PENALIZE
     counts: VerdictCounts = Field(default_factory=VerdictCounts)
     claims: list[ClaimVerdict] = Field(default_factory=list)
+    # Claims not judged and not counted in the score: beyond max_claims, or beyond the judge token budget.
+    unjudged: list[str] = Field(default_factory=list)
     truths: list[str] = Field(default_factory=list)
     reason: str | None = None
     judge_model: str | None = None

@@ -28,6 +28,7 @@ class ScoringOptions(BaseModel):
     judge_reason: bool = field("scoring.judge_reason")
     verdict_batch_size: int = field("scoring.verdict_batch_size")
     max_claims: int = field("scoring.max_claims")
+    judge_token_budget: int | None = field("scoring.judge_token_budget")
     max_context_chars: int = field("scoring.max_context_chars")
     max_answer_chars: int = field("scoring.max_answer_chars")
 

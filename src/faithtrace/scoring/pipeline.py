@@ -20,7 +20,7 @@ from typing import Literal
 from faithtrace._errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring import grounding, proof, reasons, steps, verdict_checks
+from faithtrace.scoring import grounding, judge_budget, proof, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
@@ -234,28 +234,39 @@ async def _truths_and_claims(
 
 async def _judge(
     run: _Run, documents: list[str], claims: list[str], found: Sequence[grounding.Grounding]
-) -> tuple[list[ClaimVerdict], list[LLMCall]]:
+) -> tuple[dict[int, ClaimVerdict], list[LLMCall]]:
+    """Verdicts by index into ``claims``: every claim, or those that fit the judge token budget."""
     by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
     logprobs = local_mode(run.options.verdict_logprobs, run.judge.settings, "on", "off") == "on"
     evidence = grounding.evidence(claims, documents) if by_evidence == "evidence" else None
-    judged, calls = await steps.judge_claims(
-        run.judge,
-        steps.VerdictsInput(
-            documents=documents,
-            claims=claims,
-            truths=run.truths,
-            # Not the question: shown it, the small local judge marked true claims that do not answer it as
-            # contradicted (a faithful answer to the demo's range question scored 0.5 for "A full charge
-            # takes about 4 hours."). Relevance is not faithfulness.
-            question=None,
-            evidence=evidence,
-            focus=None if evidence is None else [g.unmatched for g in found],
-            logprobs=logprobs,
-            min_p_supported=run.options.min_p_supported if logprobs else 0.0,
-        ),
-        run.options.verdict_batch_size,
+    asked = steps.VerdictsInput(
+        documents=documents,
+        claims=claims,
+        truths=run.truths,
+        # Not the question: shown it, the small local judge marked true claims that do not answer it as
+        # contradicted (a faithful answer to the demo's range question scored 0.5 for "A full charge
+        # takes about 4 hours."). Relevance is not faithfulness.
+        question=None,
+        evidence=evidence,
+        focus=None if evidence is None else [g.unmatched for g in found],
+        logprobs=logprobs,
+        min_p_supported=run.options.min_p_supported if logprobs else 0.0,
     )
-    return judged.verdicts, calls
+    budget = judge_budget.resolve(run.options.judge_token_budget, run.judge.settings)
+    doubts = [judge_budget.doubt(c, g) for c, g in zip(claims, found, strict=True)]
+    keep = judge_budget.select(asked, doubts, budget, run.options.verdict_batch_size)
+    left = [i for i in range(len(claims)) if i not in keep]
+    if left:
+        clean = sum(1 for i in left if doubts[i] == 2)
+        run.notes.append(
+            f"({len(left)} claims were not judged and are not counted in the score: they did not fit the "
+            f"judge token budget of {budget} tokens per evaluation (scoring.judge_token_budget); the checks "
+            f"found nothing against {clean} of them.)"
+        )
+    judged, calls = await steps.judge_claims(
+        run.judge, judge_budget.subset(asked, keep), run.options.verdict_batch_size
+    )
+    return dict(zip(keep, judged.verdicts, strict=True)), calls
 
 
 async def run_pipeline(
@@ -290,10 +301,12 @@ async def run_pipeline(
     claims = got
     if not claims:
         return run.result(Outcome.NO_CLAIMS, reason=no_claims)
+    unjudged: list[str] = []
     if len(claims) > options.max_claims:
         run.notes.append(
             f"(Only the first {options.max_claims} of {len(claims)} claims were judged: max_claims.)"
         )
+        unjudged = claims[options.max_claims :]
         claims = claims[: options.max_claims]
 
     # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
@@ -316,20 +329,22 @@ async def run_pipeline(
         ]
         found = grounding.check_claims(claims, documents, question)
         asked = [i for i, done in enumerate(settled) if done is None]
-        judged: list[ClaimVerdict] = []
+        judged: dict[int, ClaimVerdict] = {}
         calls: list[LLMCall] = []
         if asked:
             try:
-                judged, calls = await _judge(
+                answers, calls = await _judge(
                     run, documents, [claims[i] for i in asked], [found[i] for i in asked]
                 )
             except _JUDGE_FAILURES as exc:
                 return run.failed("verdicts", exc, t0)
+            judged = {asked[k]: v for k, v in answers.items()}
         run.record("verdicts", calls, t0)
-        answers = iter(judged)
-        merged = [done if done is not None else next(answers) for done in settled]
+        kept = [i for i, done in enumerate(settled) if done is not None or i in judged]
+        unjudged += [claims[i] for i in range(len(claims)) if i not in kept]
+        merged = [judged[i] if (done := settled[i]) is None else done for i in kept]
         policy = local_mode(options.verdict_policy, judge.settings, "checks", "judge")
-        verdicts = verdict_checks.apply(merged, found, policy)
+        verdicts = verdict_checks.apply(merged, [found[i] for i in kept], policy)
         outcome = Outcome.SCORED
 
     # 4. the score, in code.
@@ -350,6 +365,7 @@ async def run_pipeline(
         passed=scoring.passed(value, options.threshold),
         counts=counts,
         claims=verdicts,
+        unjudged=unjudged,
         reason=reason,
     )
 

@@ -21,6 +21,10 @@ _TRUTHS_MAX_TOKENS = 768
 _CLAIMS_MAX_TOKENS = 1024
 _VERDICT_TOKENS_PER_CLAIM = 48  # ~12 used; room for a provider that adds a reason
 _REASON_MAX_TOKENS = 256
+# For ``estimated_tokens``, per claim: its verdict entry ({"claim": 3, "verdict": "yes"}, ~15 tokens) and
+# what its numbers, tags and punctuation cost beyond four characters a token; per message, the chat template.
+_TOKENS_PER_CLAIM = 20
+_TEMPLATE_TOKENS_PER_MESSAGE = 5
 
 
 def _clean(items: Sequence[str]) -> list[str]:
@@ -195,6 +199,21 @@ def _align(reply: _VerdictsReplyBase, n: int) -> list[_VerdictItem]:
     return sorted(items, key=lambda item: item.claim or 0)
 
 
+def _batch_messages(
+    documents: Sequence[str],
+    claims: Sequence[str],
+    truths: Sequence[str],
+    question: str | None,
+    evidence: Sequence[str] | None,
+    focus: Sequence[Sequence[str]] | None,
+) -> list[dict[str, str]]:
+    if evidence is not None and focus is not None:
+        return prompts.focus_verdict_messages(claims, evidence, focus)
+    if evidence is not None:
+        return prompts.evidence_verdict_messages(claims, evidence, question)
+    return prompts.verdict_messages(documents, claims, truths or None, question)
+
+
 async def judge_batch(
     judge: Judge,
     documents: Sequence[str],
@@ -215,13 +234,7 @@ async def judge_batch(
 
     reply = await judge.generate(
         step="verdicts",
-        messages=(
-            prompts.focus_verdict_messages(claims, evidence, focus)
-            if evidence is not None and focus is not None
-            else prompts.evidence_verdict_messages(claims, evidence, question)
-            if evidence is not None
-            else prompts.verdict_messages(documents, claims, truths or None, question)
-        ),
+        messages=_batch_messages(documents, claims, truths, question, evidence, focus),
         schema=schema,
         check=check,
         max_tokens=32 + _VERDICT_TOKENS_PER_CLAIM * n,
@@ -285,6 +298,32 @@ async def judge_claims(
             found.update(zip(batch, got, strict=True))
             calls.extend(batch_calls)
     return VerdictsOutput(verdicts=[found[i] for i in range(len(data.claims))]), calls
+
+
+def estimated_tokens(data: VerdictsInput, batch_size: int) -> int:
+    """The judge tokens ``judge_claims(data, batch_size)`` will spend, estimated from the very messages it
+    sends: four characters per token, plus ``_TOKENS_PER_CLAIM`` and the chat template.
+
+    Against the embedded judge's own counts on the 117 RAGTruth dev rows that call it (all their claims): 64
+    tokens over on average, at most 43 under.
+    """
+    total = 0
+    for group, words in _questions(data):
+        for start in range(0, len(group), batch_size):
+            batch = group[start : start + batch_size]
+            messages = _batch_messages(
+                data.documents,
+                [data.claims[i] for i in batch],
+                data.truths,
+                data.question,
+                None if data.evidence is None else [data.evidence[i] for i in batch],
+                None if words is None else [words[i] for i in batch],
+            )
+            chars = sum(len(m["content"]) for m in messages)
+            total += (
+                -(-chars // 4) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TOKENS_PER_CLAIM * len(batch)
+            )
+    return total
 
 
 def _questions(data: VerdictsInput) -> list[tuple[list[int], list[list[str]] | None]]:
