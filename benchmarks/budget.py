@@ -2,10 +2,11 @@
 
 Issue 13's budget is 1,100 judge tokens and 15 s per evaluation on this 2-core CPU. For faithtrace's rows in
 an ``accuracy.py`` per-row file this prints, over the evaluations that called the judge: tokens (prompt plus
-output) and seconds as mean, median, 90th percentile and maximum, and how many are over each limit. With
-``--against`` another run's rows, it also prints, over the rows both have, how many claim lists are identical,
-how many verdicts changed, the largest change of P(yes), whether the tokens are the same and both mean times:
-a change meant to be faster only (same replies) must show zero changes there.
+output) and seconds as mean, median, 90th percentile and maximum, how many are over each limit, and how
+many claims were left unjudged by a judge token budget. With ``--against`` another run's rows, it also prints,
+over the rows both have, how many claim lists are identical, how many verdicts changed (of the claims both
+runs judged, matched by text), the largest change of P(yes), whether the tokens are the same and both mean
+times: a change meant to be faster only (same replies) must show zero changes there.
 
     python benchmarks/budget.py benchmarks/results/accuracy-issue13-s22_rows.jsonl \\
         --against benchmarks/results/accuracy-issue13-avx512_rows.jsonl
@@ -58,10 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"judge tokens: {_spread(tokens)}; over {TOKENS:,}: {sum(t > TOKENS for t in tokens)}")
     print(f"seconds:      {_spread(seconds)}; over {SECONDS:g}: {sum(s > SECONDS for s in seconds)}")
     print(f"within both:  {within}")
+    left = [len(r.get("unjudged") or []) for r in rows.values()]
+    print(f"claims not judged (judge token budget): {sum(left)} in {sum(1 for k in left if k)} evaluations")
     if args.against is not None:
         other = _rows(args.against)
         common = [k for k in rows if k in other]
-        pairs = [(c, d) for k in common for c, d in zip(rows[k]["claims"], other[k]["claims"], strict=False)]
+        # Matched by text: a run with a judge token budget leaves some claims out of its list.
+        theirs = {k: {d[0]: d for d in other[k]["claims"]} for k in common}
+        pairs = [(c, theirs[k][c[0]]) for k in common for c in rows[k]["claims"] if c[0] in theirs[k]]
         changed = sum(c[1] != d[1] for c, d in pairs)
         moved = [abs(c[4] - d[4]) for c, d in pairs if c[4] is not None and d[4] is not None]
         same_lists = sum(rows[k]["claims"] == other[k]["claims"] for k in common)

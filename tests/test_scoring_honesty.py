@@ -92,8 +92,9 @@ def test_the_probe_set_is_what_the_issue_asks_for() -> None:
     ("options", "with_logprobs"),
     [
         (ScoringOptions(), False),
-        # What the embedded judge gets: evidence sentences per claim, and P(yes) read from log-probabilities.
-        (ScoringOptions(verdict_context="evidence", verdict_logprobs="on"), True),
+        # What the embedded judge gets: evidence sentences per claim, P(yes) read from log-probabilities, and
+        # its judge token budget (every probe fits: none is scored on part of its claims).
+        (ScoringOptions(verdict_context="evidence", verdict_logprobs="on", judge_token_budget=1_050), True),
     ],
     ids=["defaults", "evidence-and-logprobs"],
 )
@@ -111,6 +112,7 @@ def test_the_score_follows_a_correct_judge_on_every_probe(
             options=options,
         )
         assert res.outcome == "scored", (probe["id"], res.error)
+        assert res.unjudged == [], probe["id"]
         ok = res.passed and res.score == 1.0 if probe["label"] == "faithful" else (not res.passed)
         ok = ok and (probe["label"] == "faithful" or (res.score or 0.0) < 1.0)
         # No claim's verdict differs from the oracle's, whoever decided it.

@@ -65,9 +65,16 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     assert output["claims"][1]["reason"] == "checked claim 2"
     assert {c["decided_by"] for c in output["claims"]} == {"judge"}
     counts = [
-        attrs.pop(k) for k in (n.EVAL_CLAIMS_TOTAL, n.EVAL_CLAIMS_YES, n.EVAL_CLAIMS_NO, n.EVAL_CLAIMS_IDK)
+        attrs.pop(k)
+        for k in (
+            n.EVAL_CLAIMS_TOTAL,
+            n.EVAL_CLAIMS_YES,
+            n.EVAL_CLAIMS_NO,
+            n.EVAL_CLAIMS_IDK,
+            n.EVAL_CLAIMS_UNJUDGED,
+        )
     ]
-    assert counts == [3, 1, 1, 1]
+    assert counts == [3, 1, 1, 1, 0]
     assert isinstance(attrs.pop(n.EVAL_QUEUE_WAIT), float)
     input_tokens, output_tokens = attrs.pop(n.EVAL_INPUT_TOKENS), attrs.pop(n.EVAL_OUTPUT_TOKENS)
     assert isinstance(input_tokens, int)

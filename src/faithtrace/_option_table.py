@@ -146,10 +146,10 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         40, ge=1, le=500),
     Option("scoring.judge_token_budget", "Estimated judge tokens per evaluation for the verdicts: when "
         "the claims to judge need more, those the checks doubt are asked first and the rest are not judged "
-        "or counted (listed in the result's unjudged claims); 0: no limit. Unset: 1,100 with the embedded "
-        "judge (about 15 s on 2 cores), no limit otherwise.",
+        "or counted (listed in the result's unjudged claims); 0: no limit. Unset: 1,050 with the embedded "
+        "judge (the judge's own count then stays within 1,100, about 15 s on 2 cores), no limit otherwise.",
         None, ("FAITHTRACE_JUDGE_TOKEN_BUDGET",), int, ge=0,
-        shown_default="1,100 (embedded judge), else none"),
+        shown_default="1,050 (embedded judge), else none"),
     Option("scoring.max_context_chars", "Retrieved text beyond this is cut before it reaches the judge.",
         24_000, ge=500),
     Option("scoring.max_answer_chars", "Answer text beyond this is cut before claims are taken from it.",

@@ -135,6 +135,7 @@ def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
 
 def _print_result(out: Output, result: FaithfulnessResult) -> None:
     rows = [[str(i + 1), c.verdict, c.text, c.reason or ""] for i, c in enumerate(result.claims)]
+    rows += [["-", "not judged", text, "not counted in the score"] for text in result.unjudged]
     if rows:
         out.table("claims", ["#", "verdict", "claim", "reason"], rows)
     c = result.counts

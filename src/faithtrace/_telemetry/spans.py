@@ -178,6 +178,8 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         doc["reason"] = export(n.OUTPUT_VALUE, result.reason)
     if result.error is not None:
         doc["error"] = result.error.type
+    if result.unjudged:
+        doc["claims_unjudged"] = len(result.unjudged)  # not judged, not in the score (judge token budget)
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
         # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
