@@ -21,7 +21,10 @@ DOC = [
     "Preheat the oven to 350 degrees. Rub the roast with two tablespoons of the house seasoning. Turn the "
     "roast over and rub the rest of the seasoning into the other side. Place the roast in a large roasting "
     "pan. Pour one cup of water into the pan. Roast the meat for six hours, until it shreds easily. Let the "
-    "roast rest for twenty minutes. Shred the meat with two forks."
+    "roast rest for twenty minutes. Shred the meat with two forks. Slice the onions into thin rings. Warm "
+    "the olive oil in a skillet over medium heat. Stir the onions in the oil until they are soft. Squeeze "
+    "the juice of two oranges over the onions. Spoon the onion sauce over the shredded meat. Keep any "
+    "leftover meat in the fridge for up to four days."
 ]
 # Every document sentence (nothing the checks doubt), then one sentence of added material, last.
 ADDED = "Serve the shredded roast with mashed potatoes, green beans and warm cornbread."
@@ -54,18 +57,18 @@ def test_claims_that_do_not_fit_the_budget_are_listed_and_not_counted(fake_judge
     fake_judge.on("verdicts", _truthful)
     everything = faithtrace.evaluate(None, DOC, ANSWER, judge=fake_judge.settings(), options=NO_PROOF)
     all_claims = [c.text for c in everything.claims]
-    assert len(all_claims) == 9
+    assert len(all_claims) == 15
     assert everything.unjudged == []
     assert _asked(fake_judge) == all_claims  # a configured judge gets no budget unless one is set
 
     fake_judge.requests.clear()
-    tight = NO_PROOF.model_copy(update={"judge_token_budget": 450})
+    tight = NO_PROOF.model_copy(update={"judge_token_budget": 600})
     res = faithtrace.evaluate(None, DOC, ANSWER, judge=fake_judge.settings(), options=tight)
     asked = _asked(fake_judge)
     assert res.outcome is Outcome.SCORED
     # The added sentence comes last in the answer but is asked first: it is what the checks doubt.
     assert ADDED in asked
-    assert 1 <= len(res.unjudged) < 8
+    assert 1 <= len(res.unjudged) < 14
     # Every claim is either judged (in the result, in answer order) or listed as unjudged, never both.
     assert [c.text for c in res.claims] == asked
     assert sorted(asked + res.unjudged) == sorted(all_claims)
@@ -73,8 +76,8 @@ def test_claims_that_do_not_fit_the_budget_are_listed_and_not_counted(fake_judge
     # The score counts the judged claims only, and the reason says how many were left out and why.
     assert res.counts.total == len(asked)
     assert res.score == pytest.approx((len(asked) - 1) / len(asked))
-    assert f"{len(res.unjudged)} claims were not judged" in (res.reason or "")
-    assert "judge token budget of 450 tokens" in (res.reason or "")
+    assert f"{len(res.unjudged)} claim(s) were not judged" in (res.reason or "")
+    assert "judge token budget of 600 tokens" in (res.reason or "")
 
     # A budget too small for any claim still asks about one, the most doubted.
     fake_judge.requests.clear()
@@ -87,13 +90,13 @@ def test_claims_that_do_not_fit_the_budget_are_listed_and_not_counted(fake_judge
     )
     assert _asked(fake_judge) == [ADDED]
     assert one.score == 0.0
-    assert len(one.unjudged) == 8
+    assert len(one.unjudged) == 14
 
 
 def test_the_budget_comes_from_the_environment_and_its_count_is_on_the_span(
     ft: FaithtraceCapture, fake_judge: FakeJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FAITHTRACE_JUDGE_TOKEN_BUDGET", "450")
+    monkeypatch.setenv("FAITHTRACE_JUDGE_TOKEN_BUDGET", "600")
     fake_judge.on("verdicts", _truthful)
     ft.configure(judge=fake_judge.settings(), scoring=ScoringOptions.from_env(prove_support=False))
 
@@ -106,7 +109,7 @@ def test_the_budget_comes_from_the_environment_and_its_count_is_on_the_span(
     (evaluation,) = ft.evaluation_spans()
     attrs = dict(evaluation.attributes or {})
     claim_events = [e for e in evaluation.events if e.name == n.CLAIM_EVENT]
-    assert attrs[n.EVAL_CLAIMS_UNJUDGED] == 9 - len(_asked(fake_judge)) >= 1
+    assert attrs[n.EVAL_CLAIMS_UNJUDGED] == 15 - len(_asked(fake_judge)) >= 1
     assert attrs[n.EVAL_CLAIMS_TOTAL] == len(claim_events) == len(_asked(fake_judge))
     assert json.loads(str(attrs[n.OUTPUT_VALUE]))["claims_unjudged"] == attrs[n.EVAL_CLAIMS_UNJUDGED]
 
@@ -129,7 +132,7 @@ def test_the_embedded_judge_stays_within_its_default_budget(local_judge: Any) ->
         options=NO_PROOF,
     )
     assert res.outcome is Outcome.SCORED, res.error
-    assert res.unjudged, "nine unproven claims need ~1,500 judge tokens: some must be left out"
+    assert res.unjudged, "15 unproven claims need ~1,500 judge tokens: some must be left out"
     assert ADDED in [c.text for c in res.claims]
     # The budget is estimated from the prompts' characters; the judge's own count must stay within it.
     assert res.input_tokens + res.output_tokens <= 1_100, (res.input_tokens, res.output_tokens)

@@ -259,7 +259,7 @@ async def _judge(
     if left:
         clean = sum(1 for i in left if doubts[i] == 2)
         run.notes.append(
-            f"({len(left)} claims were not judged and are not counted in the score: they did not fit the "
+            f"({len(left)} claim(s) were not judged and are not counted in the score: they did not fit the "
             f"judge token budget of {budget} tokens per evaluation (scoring.judge_token_budget); the checks "
             f"found nothing against {clean} of them.)"
         )
