@@ -107,6 +107,7 @@ def test_a_scored_call_writes_one_faithfulness_annotation_on_its_rag_span(
         "supported": 1,
         "contradicted": 1,
         "unverifiable": 1,
+        "unjudged": 0,
         "judge_model": MODEL,
         "evaluation_span_id": f"{evaluation.context.span_id:016x}",
         "evaluation_trace_id": f"{evaluation.context.trace_id:032x}",

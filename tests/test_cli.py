@@ -277,3 +277,32 @@ def test_scoring_options_reach_the_pipeline_from_flags(
     assert [c["verdict"] for c in judged_no["claims"]] == ["no"]
     assert judged_no["reason"].startswith("Barcelona is not the capital.")
     assert len(judged_no["calls"]) == 2
+
+
+def test_a_judge_token_budget_from_the_command_line_leaves_claims_unjudged(
+    judged: FakeJudge, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = (
+        "Preheat the oven to 350 degrees. Place the roast in a large pan. Pour one cup of water into the pan."
+    )
+    answer = doc + " Serve the roast with mashed potatoes and warm cornbread."
+    judged.on("verdicts", lambda body: verdicts_json("idk"))  # one claim asked: the added sentence
+    base = [
+        "score",
+        "--context",
+        doc,
+        "--answer",
+        answer,
+        "--judge",
+        "openai/fake-judge",
+        "--no-prove-support",
+    ]
+    assert main([*base, "--judge-token-budget", "1"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out.count("not judged") >= 3
+    )  # the three document sentences: rows of the claims table, and the reason
+    assert "score: 0.000" in out
+    assert len(judged.requests_for("verdicts")) == 1
+    with pytest.raises(SystemExit):
+        main([*base, "--judge-token-budget", "-1"])

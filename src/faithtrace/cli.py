@@ -33,6 +33,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _add_scoring_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--judge",
@@ -48,6 +55,13 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
         help="also extract facts from each document for the verdict step",
     )
     p.add_argument("--verdict-batch-size", type=_positive, help="claims judged per LLM call")
+    p.add_argument(
+        "--judge-token-budget",
+        type=_non_negative,
+        metavar="TOKENS",
+        help="estimated judge tokens per answer for its verdicts; claims beyond it, least doubted first, are "
+        "not judged or counted (default 1,050 with the embedded judge, else none; 0: none)",
+    )
     # The choices come from the options model, so the CLI cannot drift from the library (see ScoringOptions).
     for name, what in _CHOICE_OPTIONS.items():
         field = ScoringOptions.model_fields[name]
@@ -118,6 +132,7 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
         verdict_batch_size=args.verdict_batch_size,
         judge_reason=args.judge_reason,
         prove_support=args.prove_support,
+        judge_token_budget=args.judge_token_budget,
         **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
     )
 
