@@ -38,12 +38,15 @@ def doubt(claim: str, g: grounding.Grounding) -> int:
     return 2
 
 
-def select(data: steps.VerdictsInput, doubts: Sequence[int], budget: int, batch_size: int) -> list[int]:
-    """The indexes of ``data.claims`` to ask about, in claim order: taken most doubted first while the
-    estimated tokens stay within ``budget`` (a claim that does not fit is passed over for a shorter one). The
-    first is always taken, so an evaluation never asks about nothing."""
+def select(
+    data: steps.VerdictsInput, found: Sequence[grounding.Grounding], budget: int, batch_size: int
+) -> list[int]:
+    """The indexes of ``data.claims`` (groundings ``found``) to ask about, in claim order: taken most doubted
+    first while the estimated tokens stay within ``budget`` (a claim that does not fit is passed over for a
+    shorter one). The first is always taken, so an evaluation never asks about nothing."""
     if budget <= 0 or steps.estimated_tokens(data, batch_size) <= budget:
         return list(range(len(data.claims)))
+    doubts = [doubt(c, g) for c, g in zip(data.claims, found, strict=True)]
     chosen: list[int] = []
     for i in sorted(range(len(data.claims)), key=lambda k: (doubts[k], k)):
         trial = sorted([*chosen, i])

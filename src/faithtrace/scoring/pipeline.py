@@ -253,11 +253,10 @@ async def _judge(
         min_p_supported=run.options.min_p_supported if logprobs else 0.0,
     )
     budget = judge_budget.resolve(run.options.judge_token_budget, run.judge.settings)
-    doubts = [judge_budget.doubt(c, g) for c, g in zip(claims, found, strict=True)]
-    keep = judge_budget.select(asked, doubts, budget, run.options.verdict_batch_size)
+    keep = judge_budget.select(asked, found, budget, run.options.verdict_batch_size)
     left = [i for i in range(len(claims)) if i not in keep]
     if left:
-        clean = sum(1 for i in left if doubts[i] == 2)
+        clean = sum(1 for i in left if judge_budget.doubt(claims[i], found[i]) == 2)
         run.notes.append(
             f"({len(left)} claim(s) were not judged and are not counted in the score: they did not fit the "
             f"judge token budget of {budget} tokens per evaluation (scoring.judge_token_budget); the checks "

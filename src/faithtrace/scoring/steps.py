@@ -7,8 +7,8 @@ A step returns its output plus the ``LLMCall`` records it produced; on failure t
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -21,6 +21,7 @@ _TRUTHS_MAX_TOKENS = 768
 _CLAIMS_MAX_TOKENS = 1024
 _VERDICT_TOKENS_PER_CLAIM = 48  # ~12 used; room for a provider that adds a reason
 _REASON_MAX_TOKENS = 256
+_T = TypeVar("_T")
 # For ``estimated_tokens``, per claim: its verdict entry ({"claim": 3, "verdict": "yes"}, ~15 tokens) and
 # what its numbers, tags and punctuation cost beyond four characters a token; per message, the chat template.
 _TOKENS_PER_CLAIM = 20
@@ -274,29 +275,27 @@ async def judge_claims(
     """
     found: dict[int, ClaimVerdict] = {}
     calls: list[LLMCall] = []
-    for group, words in _questions(data):
-        for start in range(0, len(group), batch_size):
-            batch = group[start : start + batch_size]
-            try:
-                got, batch_calls = await judge_batch(
-                    judge,
-                    data.documents,
-                    [data.claims[i] for i in batch],
-                    data.truths,
-                    data.question,
-                    None if data.evidence is None else [data.evidence[i] for i in batch],
-                    logprobs=data.logprobs,
-                    min_p_supported=data.min_p_supported,
-                    focus=None if words is None else [words[i] for i in batch],
-                )
-            except Exception as exc:
-                prior = list(getattr(exc, "calls", []))
-                exc.calls = calls + prior  # type: ignore[attr-defined]
-                raise
-            if words is not None:
-                got = [_focus_reason(v, words[i]) for v, i in zip(got, batch, strict=True)]
-            found.update(zip(batch, got, strict=True))
-            calls.extend(batch_calls)
+    for batch, words in _batches(data, batch_size):
+        try:
+            got, batch_calls = await judge_batch(
+                judge,
+                data.documents,
+                [data.claims[i] for i in batch],
+                data.truths,
+                data.question,
+                _pick(data.evidence, batch),
+                logprobs=data.logprobs,
+                min_p_supported=data.min_p_supported,
+                focus=_pick(words, batch),
+            )
+        except Exception as exc:
+            prior = list(getattr(exc, "calls", []))
+            exc.calls = calls + prior  # type: ignore[attr-defined]
+            raise
+        if words is not None:
+            got = [_focus_reason(v, words[i]) for v, i in zip(got, batch, strict=True)]
+        found.update(zip(batch, got, strict=True))
+        calls.extend(batch_calls)
     return VerdictsOutput(verdicts=[found[i] for i in range(len(data.claims))]), calls
 
 
@@ -308,22 +307,31 @@ def estimated_tokens(data: VerdictsInput, batch_size: int) -> int:
     tokens over on average, at most 43 under.
     """
     total = 0
+    for batch, words in _batches(data, batch_size):
+        messages = _batch_messages(
+            data.documents,
+            [data.claims[i] for i in batch],
+            data.truths,
+            data.question,
+            _pick(data.evidence, batch),
+            _pick(words, batch),
+        )
+        chars = sum(len(m["content"]) for m in messages)
+        total += (
+            -(-chars // 4) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TOKENS_PER_CLAIM * len(batch)
+        )
+    return total
+
+
+def _batches(data: VerdictsInput, batch_size: int) -> Iterator[tuple[list[int], list[list[str]] | None]]:
+    """The claims' indexes per request, in the order ``judge_claims`` sends them, with the words to find."""
     for group, words in _questions(data):
         for start in range(0, len(group), batch_size):
-            batch = group[start : start + batch_size]
-            messages = _batch_messages(
-                data.documents,
-                [data.claims[i] for i in batch],
-                data.truths,
-                data.question,
-                None if data.evidence is None else [data.evidence[i] for i in batch],
-                None if words is None else [words[i] for i in batch],
-            )
-            chars = sum(len(m["content"]) for m in messages)
-            total += (
-                -(-chars // 4) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TOKENS_PER_CLAIM * len(batch)
-            )
-    return total
+            yield group[start : start + batch_size], words
+
+
+def _pick(per_claim: Sequence[_T] | None, batch: Sequence[int]) -> list[_T] | None:
+    return None if per_claim is None else [per_claim[i] for i in batch]
 
 
 def _questions(data: VerdictsInput) -> list[tuple[list[int], list[list[str]] | None]]:
