@@ -71,7 +71,7 @@ def annotation(
         "supported": result.counts.yes,
         "contradicted": result.counts.no,
         "unverifiable": result.counts.idk,
-        "unjudged": len(result.unjudged),  # left out of the score by the judge token budget
+        "unjudged": len(result.unjudged),  # left out of the score: judge token budget or max_claims
         "judge_model": result.judge_model,
     }
     if evaluation is not None:

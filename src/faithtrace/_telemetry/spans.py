@@ -179,7 +179,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
     if result.error is not None:
         doc["error"] = result.error.type
     if result.unjudged:
-        doc["claims_unjudged"] = len(result.unjudged)  # not judged, not in the score (judge token budget)
+        doc["claims_unjudged"] = len(result.unjudged)  # not in the score: judge token budget or max_claims
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
         # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
