@@ -86,13 +86,14 @@ class Broker:
 
     def _java(self, main: str, *args: str) -> list[str]:
         # A small heap and the serial collector: a test broker on 2 shared cores, not a production one.
-        return ["java", HEAP, "-Xms64m", "-XX:+UseSerialGC", "-cp", f"{self.lib}/*", main, *args]
+        log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}"
+        return ["java", HEAP, "-Xms64m", "-XX:+UseSerialGC", log4j, "-cp", f"{self.lib}/*", main, *args]
 
     def format(self) -> None:
+        (self.workdir / "log4j2.yaml").write_text(LOG4J)
         logs = self.workdir / "kafka-logs"
         config = self.workdir / "server.properties"
         config.write_text(PROPERTIES.format(port=self.port, controller=self.controller, logs=logs))
-        (self.workdir / "log4j2.yaml").write_text(LOG4J)
         cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         done = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
@@ -111,13 +112,7 @@ class Broker:
     def start(self, timeout: float = 120.0) -> Broker:
         if self.proc is None:
             self.format()
-            argv = [
-                *self._java(
-                    "kafka.Kafka",
-                    str(self.workdir / "server.properties"),
-                ),
-            ]
-            argv.insert(1, f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}")
+            argv = self._java("kafka.Kafka", str(self.workdir / "server.properties"))
             self.proc = Proc("kafka", argv, self.workdir / "kafka.log", env=self._env())
         self.proc.start()
         wait_until(f"Kafka port {self.port} open", lambda: tcp_open(self.port), self.proc, timeout)
