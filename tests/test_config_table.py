@@ -137,7 +137,7 @@ def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: p
 # Reads of the environment outside the option table, each for a reason that is not an option of ours.
 _ENV_READS_ALLOWED = {
     "_options.py": "the table's reader",
-    "_internal.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
+    "_common/safety.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
     "judge/_server.py": "the environment handed to the judge server's process",
     "judge/_serve.py": "runs inside the judge server's own process",
     "judge/_model.py": "XDG_CACHE_HOME, the base-directory convention",

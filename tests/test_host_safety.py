@@ -15,7 +15,7 @@ import faithtrace
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import LocalJudgeError, trace_faithfulness
-from faithtrace._internal import _last_warned
+from faithtrace._common.safety import _last_warned
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
 from faithtrace.testing import FaithtraceCapture

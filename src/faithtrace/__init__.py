@@ -10,10 +10,10 @@ Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
 
 from typing import TYPE_CHECKING, Any
 
+from faithtrace._common.errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
 from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions
 from faithtrace._configure import configure
 from faithtrace._decorator import trace_faithfulness
-from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
 from faithtrace._evaluate import aevaluate, evaluate
 from faithtrace._runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__

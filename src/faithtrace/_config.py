@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from faithtrace import _options
-from faithtrace._errors import ConfigError
+from faithtrace._common.errors import ConfigError
 from faithtrace._options import field
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.options import ScoringOptions

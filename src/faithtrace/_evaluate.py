@@ -7,8 +7,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from faithtrace import _loop
+from faithtrace._common.errors import ConfigError
 from faithtrace._config import resolve_judge
-from faithtrace._errors import ConfigError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import FaithfulnessResult

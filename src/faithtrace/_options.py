@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from pydantic import Field
 
-from faithtrace._errors import ConfigError
+from faithtrace._common.errors import ConfigError
 from faithtrace._option import UNSET, Option
 from faithtrace._option_table import OPTIONS_LIST
 

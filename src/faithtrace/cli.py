@@ -10,7 +10,7 @@ import sys
 import typing
 from pathlib import Path
 
-from faithtrace._errors import ConfigError, FaithtraceError, LocalJudgeError
+from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
 from faithtrace._evaluate import get_judge
 from faithtrace.cli_output import Output
 from faithtrace.judge.client import Judge

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
 
 logger = logging.getLogger("faithtrace")
 

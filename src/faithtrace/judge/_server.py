@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
 from faithtrace.judge._model import Progress, cache_root, file_lock, resolve_model, say
 from faithtrace.judge._serve import HEALTH_PATH, STATE_VERSION, remove_state_if_ours
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
 from faithtrace.judge import _model, _server
 
 logger = logging.getLogger("faithtrace")

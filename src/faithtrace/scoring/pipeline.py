@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from faithtrace._errors import JudgeError, LocalJudgeError
+from faithtrace._common.errors import JudgeError, LocalJudgeError
 from faithtrace.judge.client import Judge
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring import grounding, judge_budget, proof, reasons, steps, verdict_checks

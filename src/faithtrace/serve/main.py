@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from faithtrace._common.errors import ConfigError
 from faithtrace._config import build_settings
-from faithtrace._errors import ConfigError
 from faithtrace.judge.settings import JudgeSettings
 from faithtrace.sources.spans import Convention
 
