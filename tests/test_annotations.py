@@ -17,7 +17,7 @@ import pytest
 from _fake_judge import MODEL, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import trace_faithfulness
-from faithtrace._config import build_settings
+from faithtrace._config.settings import build_settings
 from faithtrace._telemetry import annotations
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture

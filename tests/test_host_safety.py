@@ -99,7 +99,7 @@ def test_a_taken_prometheus_port_never_stops_the_app(caplog: pytest.LogCaptureFi
 
 
 def test_installed_providers_carry_a_service_name_and_an_instance_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faithtrace._config import build_settings
+    from faithtrace._config.settings import build_settings
 
     monkeypatch.setenv("OTEL_SERVICE_NAME", "rag-api")
     named = setup._resource(build_settings()).attributes

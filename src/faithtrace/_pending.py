@@ -29,8 +29,8 @@ from faithtrace._telemetry import spans
 from faithtrace._telemetry.metrics import FunctionStats, count_outcome
 
 if TYPE_CHECKING:
-    from faithtrace._config import CaptureOptions
-    from faithtrace.scoring.options import ScoringOptions
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
 
 
 class Job(NamedTuple):

@@ -19,7 +19,7 @@ from opentelemetry import trace
 
 from faithtrace import _thread_watch
 from faithtrace._common import safety
-from faithtrace._config import Settings, build_settings
+from faithtrace._config.settings import Settings, build_settings
 from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
 from faithtrace._telemetry import annotations as ft_annotations

@@ -30,7 +30,7 @@ from faithtrace._telemetry import names as n
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-    from faithtrace._config import CaptureOptions
+    from faithtrace._config.settings import CaptureOptions
     from faithtrace.scoring.models import FaithfulnessResult
 
 QUEUE_SIZE: Final = 10_000  # annotations waiting at most (about 1 KB each)

@@ -23,7 +23,7 @@ from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
 
 if TYPE_CHECKING:
-    from faithtrace._config import Settings
+    from faithtrace._config.settings import Settings
 
 logger = logging.getLogger("faithtrace")
 

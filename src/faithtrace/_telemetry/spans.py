@@ -26,9 +26,9 @@ from faithtrace.judge.calls import LLMCall
 from faithtrace.scoring.models import FaithfulnessResult
 
 if TYPE_CHECKING:
-    from faithtrace._config import CaptureOptions
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
     from faithtrace._pending import Job
-    from faithtrace.scoring.options import ScoringOptions
 
 Attributes = dict[str, Any]
 

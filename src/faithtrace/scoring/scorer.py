@@ -13,11 +13,11 @@ from typing import Final
 
 from faithtrace._common import safety
 from faithtrace._common.errors import FaithtraceError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.judge import _litellm
 from faithtrace.judge.client import Judge
-from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 # After the judge's endpoint failed to come up (e.g. the local judge could not start), evaluations fail fast

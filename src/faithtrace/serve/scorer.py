@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
-from faithtrace._config import Settings
+from faithtrace._config.settings import Settings
 from faithtrace._pending import Job
 from faithtrace._telemetry import spans
 from faithtrace.judge._reply import RETRYABLE
