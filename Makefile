@@ -118,7 +118,7 @@ typecheck: $(VENV)/.dev-installed
 
 # The README's configuration table, regenerated from src/faithtrace/_option_table.py (a test checks it).
 config-doc: $(VENV)/.dev-installed
-	$(BIN)/python -m faithtrace._config_doc --write
+	$(BIN)/python -m faithtrace._config.doc --write
 
 test: judge backends otelcol jaeger kafka lint typecheck
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
