@@ -27,10 +27,10 @@ from opentelemetry import trace
 
 from faithtrace._capture import Call, Captured, CaptureError, chunk_text, to_texts
 from faithtrace._common import safety
-from faithtrace._pending import PendingSpan
+from faithtrace._runtime.pending_span import PendingSpan
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
+    from faithtrace._runtime.runtime import Runtime
     from faithtrace._traced import Traced
 
 # Keys under which LangChain's retrieval chains stream their retrieved documents.

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from faithtrace import _chat_streams, _streams
 from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
 from faithtrace._common import safety
-from faithtrace._pending import PendingSpan
-from faithtrace._sampling import PARENT
+from faithtrace._runtime.pending_span import PendingSpan
+from faithtrace._runtime.sampling import PARENT
 from faithtrace._telemetry.metrics import FunctionStats, register
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
+    from faithtrace._runtime.runtime import Runtime
 
 
 class Traced:

@@ -28,7 +28,7 @@ from faithtrace.scoring.models import FaithfulnessResult
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
     from faithtrace._config.settings import CaptureOptions
-    from faithtrace._pending import Job
+    from faithtrace._runtime.pending_span import Job
 
 Attributes = dict[str, Any]
 
