@@ -111,7 +111,8 @@ def test_the_checker_sees_a_cycle() -> None:
     assert (
         "faithtrace._runtime.worker" in edges["faithtrace._runtime.runtime"]
     )  # module-level imports are seen
-    assert "faithtrace._runtime.runtime" not in edges["faithtrace._streams"]  # TYPE_CHECKING imports are not
+    # TYPE_CHECKING imports are not
+    assert "faithtrace._runtime.runtime" not in edges["faithtrace._request.streams"]
 
 
 def test_no_import_cycles_in_the_package() -> None:
@@ -122,8 +123,12 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
     """The request path (decorator, streams, traced calls, pending spans, capture, sampling) reaches the
     runtime; nothing below it imports the request path back."""
     edges = graph()
-    request_path = {"faithtrace._decorator", "faithtrace._streams", "faithtrace._chat_streams"}
-    request_path.add("faithtrace._traced")
+    request_path = {
+        "faithtrace._request.decorator",
+        "faithtrace._request.streams",
+        "faithtrace._request.chat_streams",
+    }
+    request_path.add("faithtrace._request.traced_function")
     lower = [m for m in edges if m not in request_path and m != "faithtrace"]
     for module in lower:
         assert not edges[module] & request_path, module
@@ -151,10 +156,10 @@ def test_modules_stay_small() -> None:
 def test_only_the_pending_span_ends_a_rag_span() -> None:
     """The request path, the runtime and the worker hand the span around; ``PendingSpan`` alone ends it."""
     for module in (
-        "_decorator",
-        "_streams",
-        "_chat_streams",
-        "_traced",
+        "_request.decorator",
+        "_request.streams",
+        "_request.chat_streams",
+        "_request.traced_function",
         "_runtime.runtime",
         "_runtime.worker",
     ):

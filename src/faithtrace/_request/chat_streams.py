@@ -17,15 +17,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace._capture import Call, Captured, CaptureError
 from faithtrace._common import safety
+from faithtrace._request.capture import Call, Captured, CaptureError
+from faithtrace._request.text import field_of
 from faithtrace._runtime import thread_watch
 from faithtrace._runtime.pending_span import PendingSpan
-from faithtrace._text import field_of
 
 if TYPE_CHECKING:
+    from faithtrace._request.traced_function import Traced
     from faithtrace._runtime.runtime import Runtime
-    from faithtrace._traced import Traced
 
 
 def writer_of(result: Any) -> Any:
