@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import typing
 from pathlib import Path
 
 from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
-from faithtrace.cli_output import Output
+from faithtrace.cli.output import Output
 from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.models import FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
@@ -207,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Output(plain=getattr(args, "plain", False))
     try:
         if args.command == "eval":
-            from faithtrace.cli_eval import run_eval_command
+            from faithtrace.cli.eval_dataset import run_eval_command
 
             if not args.file.is_file():
                 out.error(f"faithtrace eval: cannot read {args.file}: no such file")
@@ -239,7 +238,3 @@ def main(argv: list[str] | None = None) -> int:
     except FaithtraceError as exc:
         out.error(f"faithtrace: {exc}")
         return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
