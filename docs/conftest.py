@@ -27,18 +27,12 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from _fake_judge import MODEL, running_fake_judge  # noqa: E402
-from faithtrace.testing import FaithtraceCapture  # noqa: E402
+from faithtrace.testing import FaithtraceCapture, capturing  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def docs_judge() -> Iterator[FaithtraceCapture]:
     """One page: a fake judge in the environment, faithtrace configured with in-memory readers."""
-    import faithtrace
-    from faithtrace import _internal
-
-    capture = FaithtraceCapture()
-    previous = _internal.raise_internal_errors
-    _internal.raise_internal_errors = True
     with running_fake_judge() as fake, pytest.MonkeyPatch.context() as env:
         # The pages' snippets read the environment as an app would: start from a clean one.
         for var in list(os.environ):
@@ -47,14 +41,8 @@ def docs_judge() -> Iterator[FaithtraceCapture]:
         env.setenv("FAITHTRACE_JUDGE_MODEL", MODEL)
         env.setenv("FAITHTRACE_JUDGE_API_BASE", fake.base_url + "/v1")
         env.setenv("FAITHTRACE_JUDGE_API_KEY", "x")
-        capture.configure()
-        try:
+        with capturing() as capture:
             yield capture
-        finally:
-            faithtrace.shutdown(timeout=10.0)
-            _internal.raise_internal_errors = previous
-            capture.tracer_provider.shutdown()
-            capture.meter_provider.shutdown()
 
 
 pytest_collect_file = Sybil(
