@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from faithtrace._secrets import export_text
-from faithtrace._shorten import ELLIPSIS, shorten
+from faithtrace._common.secrets import export_text
+from faithtrace._common.shorten import ELLIPSIS, shorten
 from faithtrace.scoring import reasons
 from faithtrace.scoring.models import ClaimVerdict, VerdictCounts
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faithtrace._shorten import shorten
+from faithtrace._common.shorten import shorten
 from faithtrace.scoring.models import ClaimVerdict, Outcome, VerdictCounts
 
 _LISTED = 3  # unsupported claims quoted in the reason; the full list is in ``claims``

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from faithtrace._shorten import shorten
+from faithtrace._common.shorten import shorten
 
 _SECRET_RE: Final = re.compile(
     r"(?P<kv>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
