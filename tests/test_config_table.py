@@ -1,4 +1,4 @@
-"""The option table: every option model and env read goes through it, and the README's table is generated."""
+"""The option table: every option model and env read goes through it, and the docs' table is generated."""
 
 from __future__ import annotations
 
@@ -24,21 +24,21 @@ MODELS = {
 }
 
 
-def test_readme_table_is_generated_from_the_option_table() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert doc.render(readme) == readme, "run: python -m faithtrace._config.doc --write"
+def test_the_docs_table_is_generated_from_the_option_table() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert doc.render(page) == page, "run: python -m faithtrace._config.doc --write"
     for option in options.OPTIONS.values():
         for var in option.env:
-            assert f"`{var}`" in readme
+            assert f"`{var}`" in page
 
 
-def test_the_check_fails_on_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
-    assert doc.main(["--readme", str(readme), "--check"]) == 1
-    assert doc.main(["--readme", str(readme), "--write"]) == 0
-    assert doc.main(["--readme", str(readme), "--check"]) == 0
-    text = readme.read_text(encoding="utf-8")
+def test_the_check_fails_on_a_stale_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
+    assert doc.main(["--page", str(page), "--check"]) == 1
+    assert doc.main(["--page", str(page), "--write"]) == 0
+    assert doc.main(["--page", str(page), "--check"]) == 0
+    text = page.read_text(encoding="utf-8")
     assert "`FAITHTRACE_SAMPLE_RATE`" in text
     assert text.endswith("after\n")
     assert "| stale |" not in text

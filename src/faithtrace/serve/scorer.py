@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
-from faithtrace._pending import Job
+from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import spans
 from faithtrace.judge._reply import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult

@@ -8,7 +8,7 @@ from typing import Any
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions, build_settings
-from faithtrace._runtime import install
+from faithtrace._runtime.runtime import install
 
 
 def configure(
