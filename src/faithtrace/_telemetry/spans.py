@@ -22,7 +22,7 @@ from faithtrace._common.secrets import export_text
 from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
-from faithtrace.judge.calls import LLMCall
+from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.scoring.models import FaithfulnessResult
 
 if TYPE_CHECKING:
