@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-request-bytes", type=int, default=16 << 20, help="largest request accepted")
     p.add_argument("--retry-after", type=float, default=2.0, help="seconds a refused client should wait")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds to finish work on SIGTERM")
-    p.add_argument("--mapping", type=Path, help="JSON list of extra span conventions (see README)")
+    p.add_argument("--mapping", type=Path, help="JSON list of extra span conventions (see docs/fleet.md)")
     p.add_argument("--instance-id", help="this replica's id on exported metrics (default host-pid)")
     p.add_argument("--ready-file", type=Path, help="write the bound ports here as JSON once serving")
     kafka = p.add_argument_group("Kafka", "read OTLP traces from a Kafka topic as one consumer group member")

@@ -86,7 +86,7 @@ class Limits:
     concurrency: int = 4
     max_pending: int = 32  # RAG items and traces admitted and not finished
     settle_s: float = 2.0
-    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see README)
+    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see docs/fleet.md)
     max_traces: int = 10_000
     max_bytes: int = 64 << 20
     retry_after_s: float = 2.0
