@@ -19,9 +19,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace import _internal, _runtime
-from faithtrace._errors import ConfigError
-from faithtrace._pending import Job
+from faithtrace._common import safety
+from faithtrace._common.errors import ConfigError
+from faithtrace._runtime import runtime
+from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import FunctionStats, register
 from faithtrace.sources.assemble import Assembler, Resolved
@@ -56,13 +57,13 @@ class OpenInferenceProcessor(SpanProcessor):
             with self._lock:
                 self._assembler.started(ctx.trace_id, ctx.span_id)
         except Exception as exc:
-            _internal.internal_error("following an OpenInference trace", exc)
+            safety.internal_error("following an OpenInference trace", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
             self._on_end(span)
         except Exception as exc:
-            _internal.internal_error("assembling an OpenInference trace", exc)
+            safety.internal_error("assembling an OpenInference trace", exc)
 
     def _on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
@@ -108,11 +109,11 @@ class OpenInferenceProcessor(SpanProcessor):
     def _submit(self, resolved: list[Resolved]) -> None:
         if not resolved:
             return
-        rt = _runtime.current()
+        rt = runtime.current()
         for _trace_id, item, why in resolved:
             if item is None:
                 self.incomplete[why] += 1
-                _internal.warn_rate_limited(
+                safety.warn_rate_limited(
                     "openinference:incomplete:" + why,
                     "faithtrace: an OpenInference RAG trace was not scored (%s); see "
                     "OpenInferenceProcessor.incomplete for the counts",
@@ -164,7 +165,7 @@ class OpenInferenceProcessor(SpanProcessor):
             try:
                 self._submit(resolved)
             except Exception as exc:
-                _internal.internal_error("scoring an OpenInference trace", exc)
+                safety.internal_error("scoring an OpenInference trace", exc)
             if idle:
                 return
 

@@ -18,12 +18,14 @@ import wrapt
 from opentelemetry.context import attach, detach
 from opentelemetry.trace import set_span_in_context
 
-from faithtrace import _internal, _runtime, _streams
-from faithtrace._capture import CaptureSpec, Spec
-from faithtrace._errors import ConfigError
-from faithtrace._pending import PendingSpan
+from faithtrace._common import safety
+from faithtrace._common.errors import ConfigError
+from faithtrace._request import streams
+from faithtrace._request.capture import CaptureSpec, Spec
+from faithtrace._request.traced_function import Traced
+from faithtrace._runtime import runtime
+from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._telemetry.metrics import FunctionStats
-from faithtrace._traced import Traced
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,13 +37,13 @@ def _is_async(fn: Any) -> bool:
 
 
 def _sampling_failed(exc: Exception) -> int:
-    _internal.internal_error("sampling", exc)
+    safety.internal_error("sampling", exc)
     return -1
 
 
-def _decide() -> tuple[_runtime.Runtime, int]:
+def _decide() -> tuple[runtime.Runtime, int]:
     """The sampling decision: 0 to trace and score, a ``Reason`` > 0 to skip, -1 when disabled."""
-    rt = _runtime.RUNTIME or _runtime.current()
+    rt = runtime.RUNTIME or runtime.current()
     try:
         return rt, (rt.sampler.decide() if rt.enabled else -1)
     except Exception as exc:
@@ -63,7 +65,7 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
         # Streams are traced by a wrapping generator that scores the joined chunks when the stream ends.
         trace_stream: Callable[..., Any] = (
-            _streams.traced_async_gen if inspect.isasyncgenfunction(raw) else _streams.traced_gen
+            streams.traced_async_gen if inspect.isasyncgenfunction(raw) else streams.traced_gen
         )
 
         def stream_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -17,14 +17,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _internal, _thread_watch
-from faithtrace._capture import Call, Captured, CaptureError
-from faithtrace._pending import PendingSpan
-from faithtrace._text import field_of
+from faithtrace._common import safety
+from faithtrace._request.capture import Call, Captured, CaptureError
+from faithtrace._request.text import field_of
+from faithtrace._runtime import thread_watch
+from faithtrace._runtime.pending_span import PendingSpan
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
-    from faithtrace._traced import Traced
+    from faithtrace._request.traced_function import Traced
+    from faithtrace._runtime.runtime import Runtime
 
 
 def writer_of(result: Any) -> Any:
@@ -75,7 +76,7 @@ class _ChatStream:
             captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
             self.traced.handoff(self.rt, self.pending, captured, "")
         except Exception as exc:
-            _internal.internal_error("capturing a chat stream", exc)
+            safety.internal_error("capturing a chat stream", exc)
             self.pending.drop()
 
 
@@ -85,5 +86,5 @@ def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, writer:
     stream = _ChatStream(rt, traced, pending, call)
     if isinstance(writer, asyncio.Future):
         writer.add_done_callback(lambda task: stream.done(task.cancelled()))
-    elif not _thread_watch.add(writer, stream.done):
+    elif not thread_watch.add(writer, stream.done):
         raise CaptureError("too many chat streams in flight")
