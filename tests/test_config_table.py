@@ -119,7 +119,8 @@ def test_otlp_variables_follow_the_otel_spec() -> None:
 
 
 def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faithtrace.judge import _server, local
+    from faithtrace.judge.local import endpoint as local
+    from faithtrace.judge.local import process as _server
 
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_N_CTX", "4096")
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_THREADS", "3")
@@ -131,11 +132,11 @@ def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: p
 _ENV_READS_ALLOWED = {
     "_config/options.py": "the table's reader",
     "_common/safety.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
-    "judge/_server.py": "the environment handed to the judge server's process",
-    "judge/_serve.py": "runs inside the judge server's own process",
-    "judge/_model.py": "XDG_CACHE_HOME, the base-directory convention",
-    "judge/_litellm.py": "restores the environment around litellm's import",
-    "judge/local.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
+    "judge/local/process.py": "the environment handed to the judge server's process",
+    "judge/local/server.py": "runs inside the judge server's own process",
+    "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",
+    "judge/llm/_litellm.py": "restores the environment around litellm's import",
+    "judge/local/endpoint.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
 }
 
 

@@ -6,7 +6,7 @@ LLM stream ends the writer sets ``response`` to the whole text. The stream has o
 faithtrace adds none and replaces nothing: it waits for the writer to finish, then reads ``response`` (a
 string) and scores it. The call's span stays open until then.
 
-A task reports through ``add_done_callback``. A thread cannot: ``_thread_watch`` checks the writer threads in
+A task reports through ``add_done_callback``. A thread cannot: ``thread_watch`` checks the writer threads in
 flight (bounded; past that, a call is a capture error), so the span may end up to one poll late.
 """
 

@@ -3,8 +3,9 @@
 Per call: read the runtime, ask the sampler (O(1)); a sampled-out call then runs bare apart from one integer
 increment. A sampled-in call runs inside a span; on return, its texts are captured and handed to the worker
 with the still-open span, without blocking: the worker sets the attributes, ends the span at the call's own
-end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_pending``). The host's
-result and exceptions pass through untouched, and a call that raised is not scored (``PendingSpan.fail``).
+end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_runtime.pending_span``).
+The host's result and exceptions pass through untouched, and a call that raised is not scored
+(``PendingSpan.fail``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What one decorated function needs per call, and the hand-over of a returned call to the worker.
 
-Shared by the plain wrappers (``_decorator``) and the generator wrappers (``_streams``). A call that returns
-a stream is handed to ``streams.watch``; ``_streams`` refers back to this module for types only.
+Shared by the plain wrappers (``decorator``) and the generator wrappers (``streams``). A call that returns
+a stream is handed to ``streams.watch``; ``streams`` refers back to this module for types only.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Traced:
         Returns what the caller gets: the call's own result, unless its answer is a stream (a generator, or
         LlamaIndex's ``StreamingResponse.response_gen``), which is replaced by a wrapper yielding the same
         chunks and scoring them when the stream ends. A LlamaIndex chat engine's streaming response is
-        returned untouched and scored when its own writer has finished (``_chat_streams``). Nothing here
+        returned untouched and scored when its own writer has finished (``chat_streams``). Nothing here
         reads a stream or calls ``str()`` on a host object. Only what must read the host's objects happens
         here (capture yields plain strings); attributes, scrubbing, the span's end and its export run on the
         worker (``PendingSpan.finish``).

@@ -1,5 +1,5 @@
 """``faithtrace.configure()``: builds one ``Settings`` from arguments, the environment and defaults, and
-makes it live through the runtime (apart from ``_runtime``, which holds the lifecycle only)."""
+makes it live through the runtime (apart from ``runtime``, which holds the lifecycle only)."""
 
 from __future__ import annotations
 
