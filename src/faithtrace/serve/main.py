@@ -81,7 +81,8 @@ async def serve(args: argparse.Namespace) -> int:
     from faithtrace.serve import grpc_server
     from faithtrace.serve.apps import Apps
     from faithtrace.serve.http_app import OtlpHttpApp
-    from faithtrace.serve.scorer import Limits, Scorer
+    from faithtrace.serve.limits import Limits
+    from faithtrace.serve.scorer import Scorer
 
     # Evaluations at once = the judge's max_concurrency (FAITHTRACE_JUDGE_CONCURRENCY); --concurrency sets it.
     judge = JudgeSettings(max_concurrency=args.concurrency) if args.concurrency else None

@@ -1,17 +1,12 @@
 """OpenInference trace assembly: the documents of a trace's RETRIEVER spans plus the question and answer of
-its root (or enclosing CHAIN) span make one answer to score.
-
-The answer is the holder's own output text; when that is no text (a streaming engine's query span records
-its generator), it is the reply of the last LLM span inside the holder, where the streamed answer is
-assembled. The evaluation still belongs to the holder, never to the LLM span. The holder is the root or an
-ancestor of a retriever, nothing else: a span beside the retrieval (a text splitter's output is the
-documents themselves) never answers.
+its root (or enclosing CHAIN) span make one answer to score (which span answers: held.py).
 
 Spans of one trace arrive in any order and, over OTLP, in several requests. A trace resolves only once its
 root has been seen: a span without a parent, or a service's local root (its parent is remote: OTLP's span
 flags, or the SDK's ``is_remote``). In-process, where the span processor sees spans start, it also waits for
 the spans it knows are open (a streamed answer is read after its root span ended), at most ``max_open_s``.
-A RAG trace whose root has not come ``settle_s`` after its last span is reported incomplete
+A rooted trace that looks whole resolves at once, otherwise after ``grace_s`` without a new span. A RAG
+trace whose root has not come ``settle_s`` after its last span is reported incomplete
 (``INCOMPLETE_NO_ROOT``), never resolved from what it has: parts arriving late (a Collector's retry, a root
 split off into another request) then still find the trace waiting.
 
@@ -33,57 +28,32 @@ import collections
 import itertools
 from typing import Final, NamedTuple
 
-from faithtrace._telemetry import names as n
-from faithtrace.sources.spans import (
-    CHAIN,
-    OWNED,
-    RETRIEVER,
-    RagItem,
-    SpanView,
-    documents,
-    is_llm,
-    llm_reply,
-    oi_text,
-)
-
-SOURCE_OPENINFERENCE: Final = "openinference"
-_MAX_OPEN: Final = 10_000  # open spans followed per trace
-
-# Why a RAG trace was not scored (counted per reason by the callers).
-INCOMPLETE_NO_ROOT: Final = "no_root"  # its root never came within settle_s of its last span
-INCOMPLETE_NO_ANSWER: Final = "no_answer"  # neither the root nor a retriever's ancestor holds an answer
-INCOMPLETE_NO_DOCUMENTS: Final = "no_documents"  # the retrievers returned no document text
-INCOMPLETE_EVICTED: Final = "evicted"  # held-trace memory was full before its root came
-INCOMPLETE_LATE_RETRIEVER: Final = "late_retriever"  # its spans were dropped as not RAG before it came
-INCOMPLETE_REASONS: Final = (
-    INCOMPLETE_NO_ROOT,
-    INCOMPLETE_NO_ANSWER,
-    INCOMPLETE_NO_DOCUMENTS,
+from faithtrace.sources.held import (
     INCOMPLETE_EVICTED,
     INCOMPLETE_LATE_RETRIEVER,
+    INCOMPLETE_NO_ANSWER,
+    INCOMPLETE_NO_DOCUMENTS,
+    INCOMPLETE_NO_ROOT,
+    INCOMPLETE_REASONS,
+    SOURCE_OPENINFERENCE,
+    HeldTrace,
+    item_of,
+    whole,
 )
+from faithtrace.sources.spans import OWNED, RETRIEVER, RagItem, SpanView
 
-
-class _Chain(NamedTuple):
-    parent: int
-    name: str
-    query: str | None
-    answer: str | None  # its own output text (an LLM span: its reply)
-    llm: bool
-    order: tuple[int, int]  # (end time, arrival): the last LLM reply is the answer
-
-
-class _Trace:
-    __slots__ = ("chains", "last_seen", "open", "retrievers", "root_id", "seen", "size")
-
-    def __init__(self, now: float) -> None:
-        self.retrievers: list[tuple[int, int, int, list[str]]] = []  # (start, span id, parent id, documents)
-        self.chains: dict[int, _Chain] = {}
-        self.root_id = 0
-        self.last_seen = now
-        self.size = 0
-        self.seen: set[int] = set()  # span ids: a re-sent batch adds nothing twice
-        self.open: set[int] = set()  # spans seen starting and not yet ended
+__all__ = [
+    "INCOMPLETE_EVICTED",
+    "INCOMPLETE_LATE_RETRIEVER",
+    "INCOMPLETE_NO_ANSWER",
+    "INCOMPLETE_NO_DOCUMENTS",
+    "INCOMPLETE_NO_ROOT",
+    "INCOMPLETE_REASONS",
+    "SOURCE_OPENINFERENCE",
+    "Assembler",
+    "Resolved",
+]
+_MAX_OPEN: Final = 10_000  # open spans followed per trace
 
 
 class Resolved(NamedTuple):
@@ -141,9 +111,11 @@ class Assembler:
         self.max_documents = max_documents
         self.max_chars = max_chars_per_trace
         # Least recently extended first: settling and eviction both look at the front only.
-        self._rag: collections.OrderedDict[int, _Trace] = collections.OrderedDict()
-        self._other: collections.OrderedDict[int, _Trace] = collections.OrderedDict()  # no root seen yet
-        self._rooted: collections.OrderedDict[int, _Trace] = collections.OrderedDict()  # root, no retriever
+        self._rag: collections.OrderedDict[int, HeldTrace] = collections.OrderedDict()
+        self._other: collections.OrderedDict[int, HeldTrace] = collections.OrderedDict()  # no root seen yet
+        self._rooted: collections.OrderedDict[int, HeldTrace] = (
+            collections.OrderedDict()
+        )  # root, no retriever
         self._ready: set[int] = set()  # RAG traces whose root was seen
         self._resolved = _Window(resolved_window)  # scored, reported or not ours: later spans ignored
         self._dropped = _Window(resolved_window)  # dropped without a retriever: a late one is reported
@@ -155,7 +127,7 @@ class Assembler:
         self.dropped_full = 0  # ... of which early, because their pool was full
 
     # --- intake --------------------------------------------------------------------------------------------
-    def _get(self, trace_id: int) -> _Trace | None:
+    def _get(self, trace_id: int) -> HeldTrace | None:
         return self._rag.get(trace_id) or self._other.get(trace_id) or self._rooted.get(trace_id)
 
     def tracks(self, trace_id: int) -> bool:
@@ -202,7 +174,7 @@ class Assembler:
             trace.open.discard(span_id)
             self._touch(trace_id, trace, now)
 
-    def _touch(self, trace_id: int, trace: _Trace, now: float) -> None:
+    def _touch(self, trace_id: int, trace: HeldTrace, now: float) -> None:
         trace.last_seen = now
         for pool in (self._rag, self._other, self._rooted):
             if trace_id in pool:
@@ -226,7 +198,7 @@ class Assembler:
             return []
         trace = self._get(trace_id)
         if trace is None:
-            trace = self._other[trace_id] = _Trace(now)
+            trace = self._other[trace_id] = HeldTrace(now)
             root = self._roots.pop(trace_id)
             if root is not None:
                 trace.root_id = root
@@ -243,35 +215,14 @@ class Assembler:
             self.root_seen(trace_id, view.span_id)
         return self._bound(trace_id)
 
-    def _keep(self, trace_id: int, trace: _Trace, view: SpanView) -> None:
-        before = trace.size
-        if view.role == RETRIEVER:
-            room = self.max_chars - trace.size
-            docs = [
-                d[: max(0, room)]
-                for d in documents(view.attrs, n.RETRIEVAL_DOCUMENT_CONTENT, self.max_documents)
-            ]
-            docs = [d for d in docs if d]
-            trace.retrievers.append((view.start_ns, view.span_id, view.parent_id, docs))
-            trace.size += sum(len(d) for d in docs) + 64
-        elif view.role == CHAIN:
-            llm = is_llm(view.attrs)
-            # An LLM span's input is its prompt (documents and all), never the user's question.
-            q = None if llm else oi_text(view.attrs, n.INPUT_VALUE, n.INPUT_MIME_TYPE)
-            a = llm_reply(view.attrs) if llm else oi_text(view.attrs, n.OUTPUT_VALUE, n.OUTPUT_MIME_TYPE)
-            q = q[: self.max_chars] if q else q
-            a = a[: self.max_chars] if a else a
-            order = (view.end_ns, len(trace.seen))
-            # A local root's parent is in another service: as a frame it has no parent here.
-            parent = 0 if view.local_root else view.parent_id
-            trace.chains[view.span_id] = _Chain(parent, view.name, q, a, llm, order)
-            trace.size += len(q or "") + len(a or "") + 64
+    def _keep(self, trace_id: int, trace: HeldTrace, view: SpanView) -> None:
+        added = trace.keep(view, self.max_chars, self.max_documents)
         if trace_id in self._rag:
-            self.bytes += trace.size - before
+            self.bytes += added
         else:
-            self.other_bytes += trace.size - before
+            self.other_bytes += added
 
-    def _promote(self, trace_id: int, trace: _Trace) -> None:
+    def _promote(self, trace_id: int, trace: HeldTrace) -> None:
         """A retriever came: the trace is RAG, and moves to the RAG pool."""
         self._other.pop(trace_id, None)
         self._rooted.pop(trace_id, None)
@@ -341,7 +292,7 @@ class Assembler:
         settled = now - self.grace_s
         for trace_id in list(self._ready):
             trace = self._rag[trace_id]
-            if closing or (not trace.open and (trace.last_seen <= settled or _whole(trace))):
+            if closing or (not trace.open and (trace.last_seen <= settled or whole(trace))):
                 out.append(self._resolve(trace_id))
         if closing:
             out += [Resolved(t, None, INCOMPLETE_NO_ROOT) for t in list(self._rag) if self._end(t)]
@@ -392,78 +343,5 @@ class Assembler:
     def _resolve(self, trace_id: int) -> Resolved:
         trace = self._rag[trace_id]
         self._end(trace_id)
-        item, reason = _item(trace_id, trace)
+        item, reason = item_of(trace_id, trace)
         return Resolved(trace_id, item, reason)
-
-
-def _whole(trace: _Trace) -> bool:
-    """Nothing of a rooted trace seems missing: its answer is found and every span kept hangs from the
-    root through spans kept (a span whose parent has not come, a text splitter under a synthesizer that is
-    still in another request, says that part of the trace is on its way). A trace that is not whole
-    resolves once no span of it came for ``grace_s``; a leaf that never shows a gap (a second retriever)
-    is what that window is for too."""
-    chains = trace.chains
-    tops = {0, trace.root_id}
-    root = chains.get(trace.root_id)
-    if root is not None:
-        tops.add(root.parent)
-    if any(c.parent not in chains and c.parent not in tops for c in chains.values()):
-        return False
-    if any(parent not in chains and parent not in tops for _, _, parent, _ in trace.retrievers):
-        return False
-    return _holder(trace) is not None
-
-
-def _inside(chains: dict[int, _Chain], span_id: int, ancestor: int) -> bool:
-    seen: set[int] = set()
-    while span_id in chains and span_id not in seen:
-        seen.add(span_id)
-        span_id = chains[span_id].parent
-        if span_id == ancestor:
-            return True
-    return False
-
-
-def _holder(trace: _Trace) -> tuple[int, str, str | None, str] | None:
-    """The span whose question and answer go with the documents, and the answer.
-
-    The frames are the root and the ancestors of a retriever (the outermost first); LLM spans never frame.
-    The first frame with its own answer holds it; else the first frame with an LLM reply inside it holds the
-    last such reply (a streaming engine). Nothing else is tried: a span that is neither the root nor around
-    a retrieval (a text splitter, a prompt formatter) may output anything, the documents included.
-    """
-    chains = trace.chains
-    frames: list[int] = []
-    if trace.root_id in chains:
-        frames.append(trace.root_id)
-    for _start, _sid, parent, _docs in sorted(trace.retrievers):
-        ancestors: list[int] = []
-        while parent in chains and parent not in ancestors:
-            ancestors.append(parent)
-            parent = chains[parent].parent
-        frames.extend(reversed(ancestors))
-    frames = [i for i in dict.fromkeys(frames) if not chains[i].llm]
-    for span_id in frames:
-        chain = chains[span_id]
-        if chain.answer:
-            return span_id, chain.name, chain.query, chain.answer
-    replies = sorted(((c.order, i) for i, c in chains.items() if c.llm and c.answer), reverse=True)
-    for span_id in frames:
-        for _order, reply_id in replies:
-            if _inside(chains, reply_id, span_id):
-                chain = chains[span_id]
-                answer = chains[reply_id].answer
-                assert answer is not None
-                return span_id, chain.name, chain.query, answer
-    return None
-
-
-def _item(trace_id: int, trace: _Trace) -> tuple[RagItem | None, str]:
-    docs = [d for _start, _sid, _parent, ds in sorted(trace.retrievers, key=lambda r: r[0]) for d in ds]
-    if not docs:
-        return None, INCOMPLETE_NO_DOCUMENTS
-    holder = _holder(trace)
-    if holder is None:
-        return None, INCOMPLETE_NO_ANSWER
-    span_id, name, query, answer = holder
-    return RagItem(trace_id, span_id, name, query, tuple(docs), answer, SOURCE_OPENINFERENCE), ""
