@@ -50,6 +50,9 @@ from faithtrace.sources.spans import (
     watched_keys,
 )
 
+# The bounds and refusals live in limits.py; the receivers (HTTP, gRPC, Kafka) import them from here too.
+__all__ = ["Counters", "Limits", "Saturated", "Scorer", "Unavailable"]
+
 _TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
 ResourceKey = tuple[tuple[str, Any], ...]
 
@@ -88,10 +91,15 @@ class Scorer:
         self._tasks: set[asyncio.Task[str]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.requests_open = 0
+        self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
 
     def stats(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        for source in self.stat_sources:
+            extra.update(source())
         return {
             **asdict(self.counters),
+            **extra,
             "pending": self.load(),
             "held_traces": self.assembler.held(),
             "requests_open": self.requests_open,
@@ -118,7 +126,9 @@ class Scorer:
         return len(self._inflight)
 
     # --- one request ---------------------------------------------------------------------------------------
-    async def export_raw(self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest]) -> None:
+    async def export_raw(
+        self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest], *, whole: bool = False
+    ) -> None:
         """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
         no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
         is still decoded (about 1 µs per span), so that malformed input gets its clear error."""
@@ -132,11 +142,12 @@ class Scorer:
                 len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
             )
             return
-        await self.export(request)
+        await self.export(request, whole=whole)
 
-    async def export(self, request: ExportTraceServiceRequest) -> None:
+    async def export(self, request: ExportTraceServiceRequest, *, whole: bool = False) -> None:
         """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
-        Unavailable."""
+        Unavailable. ``whole``: wait for every trace it touched in full, however long its root takes (a
+        Kafka message is committed only then: its spans are not kept anywhere else)."""
         if self.closing:
             raise Unavailable("shutting down")
         self.counters.requests += 1
@@ -189,7 +200,9 @@ class Scorer:
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
-            if partial:
+            if partial and whole:
+                waits += partial
+            elif partial:
                 # Traces still missing their root: wait a little for the rest, then let the request go (its
                 # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
                 # processor) would otherwise never send the root while this request waits.
