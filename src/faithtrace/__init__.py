@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions
 from faithtrace._configure import configure
 from faithtrace._decorator import trace_faithfulness
-from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
+from faithtrace._errors import ConfigError, DetectorError, FaithtraceError, JudgeError, LocalJudgeError
 from faithtrace._evaluate import aevaluate, evaluate
 from faithtrace._runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__
@@ -47,6 +47,7 @@ __all__ = [
     "CaptureOptions",
     "ClaimVerdict",
     "ConfigError",
+    "DetectorError",
     "ErrorInfo",
     "FaithfulnessResult",
     "FaithtraceError",
