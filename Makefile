@@ -24,7 +24,7 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol jaeger config-doc clean help
+.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol jaeger kafka config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy and the whole test suite"
@@ -97,6 +97,18 @@ otelcol:
 jaeger:
 	@collector/build-jaeger.sh >/dev/null
 
+# Apache Kafka's broker (KRaft) for the Kafka-path tests: kafka_2.13 and its runtime dependencies from Maven
+# Central (Java 17 + Maven), about 45 MB and 1-3 minutes once, cached in ~/.cache/faithtrace/kafka-*.
+kafka:
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo ">> apt-get install default-jre-headless maven"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				default-jre-headless maven >/dev/null; \
+		else echo "!! install Java 17+ and Maven for the Kafka tests"; fi; \
+	fi
+	@collector/fetch-kafka.sh >/dev/null
+
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
@@ -106,10 +118,11 @@ typecheck: $(VENV)/.dev-installed
 
 # The README's configuration table, regenerated from src/faithtrace/_option_table.py (a test checks it).
 config-doc: $(VENV)/.dev-installed
-	$(BIN)/python -m faithtrace._config_doc --write
+	$(BIN)/python -m faithtrace._config.doc --write
 
-test: judge backends otelcol jaeger lint typecheck
+test: judge backends otelcol jaeger kafka lint typecheck
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
+		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) \
 		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
 		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 

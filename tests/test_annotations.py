@@ -17,7 +17,7 @@ import pytest
 from _fake_judge import MODEL, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import trace_faithfulness
-from faithtrace._config import build_settings
+from faithtrace._config.settings import build_settings
 from faithtrace._telemetry import annotations
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
@@ -141,7 +141,7 @@ def test_annotations_are_batched(ft: FaithtraceCapture, fake_judge: Any, receive
 def test_server_errors_are_retried_then_counted_as_failed(
     receiver: Receiver, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(annotations._internal, "_last_warned", {})
+    monkeypatch.setattr(annotations.safety, "_last_warned", {})
     sink = annotations.PhoenixAnnotations(receiver.url)
     receiver.statuses = [503, 200]
     sink.add({"span_id": "1"})
@@ -168,7 +168,7 @@ def test_server_errors_are_retried_then_counted_as_failed(
 
 
 def test_an_unreachable_phoenix_costs_the_flush_deadline_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(annotations._internal, "_last_warned", {})
+    monkeypatch.setattr(annotations.safety, "_last_warned", {})
     receiver = Receiver()
     receiver.delay_s = 5.0  # a hung server
     sink = annotations.PhoenixAnnotations(receiver.url)

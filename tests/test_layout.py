@@ -128,8 +128,9 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
     for module in ("faithtrace._worker", "faithtrace._pending", "faithtrace._telemetry.spans"):
         assert "faithtrace._runtime" not in edges[module]
     # Scoring and the judge know nothing of spans, the worker or the runtime: only errors and options.
-    allowed = {"faithtrace._errors", "faithtrace._internal", "faithtrace._options"}
-    allowed |= {"faithtrace._option", "faithtrace._option_table"}
+    allowed = {"faithtrace._common.errors", "faithtrace._common.safety", "faithtrace._config.options"}
+    allowed |= {"faithtrace._config.option", "faithtrace._config.table"}
+    allowed |= {"faithtrace._config.judge_settings", "faithtrace._config.scoring_options"}
     for module in edges:
         if module.startswith(("faithtrace.scoring", "faithtrace.judge")):
             top = {m for m in edges[module] if m.startswith("faithtrace._")}

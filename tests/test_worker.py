@@ -242,7 +242,7 @@ def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
 def test_internal_errors_are_swallowed_counted_and_warned_outside_tests(
     ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from faithtrace import _internal
+    from faithtrace._common import safety as _internal
     from faithtrace._telemetry import spans
 
     def broken(*args: Any, **kwargs: Any) -> Any:

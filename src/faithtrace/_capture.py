@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from faithtrace._errors import ConfigError
+from faithtrace._common.errors import ConfigError
 from faithtrace._text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
 
 __all__ = ["CaptureError", "chunk_text", "to_text", "to_texts"]

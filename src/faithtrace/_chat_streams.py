@@ -17,8 +17,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _internal, _thread_watch
+from faithtrace import _thread_watch
 from faithtrace._capture import Call, Captured, CaptureError
+from faithtrace._common import safety
 from faithtrace._pending import PendingSpan
 from faithtrace._text import field_of
 
@@ -75,7 +76,7 @@ class _ChatStream:
             captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
             self.traced.handoff(self.rt, self.pending, captured, "")
         except Exception as exc:
-            _internal.internal_error("capturing a chat stream", exc)
+            safety.internal_error("capturing a chat stream", exc)
             self.pending.drop()
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions, build_settings
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions, build_settings
 from faithtrace._runtime import install
-from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring.options import ScoringOptions
 
 
 def configure(

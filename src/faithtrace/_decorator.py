@@ -18,9 +18,10 @@ import wrapt
 from opentelemetry.context import attach, detach
 from opentelemetry.trace import set_span_in_context
 
-from faithtrace import _internal, _runtime, _streams
+from faithtrace import _runtime, _streams
 from faithtrace._capture import CaptureSpec, Spec
-from faithtrace._errors import ConfigError
+from faithtrace._common import safety
+from faithtrace._common.errors import ConfigError
 from faithtrace._pending import PendingSpan
 from faithtrace._telemetry.metrics import FunctionStats
 from faithtrace._traced import Traced
@@ -35,7 +36,7 @@ def _is_async(fn: Any) -> bool:
 
 
 def _sampling_failed(exc: Exception) -> int:
-    _internal.internal_error("sampling", exc)
+    safety.internal_error("sampling", exc)
     return -1
 
 

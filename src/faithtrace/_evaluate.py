@@ -7,12 +7,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from faithtrace import _loop
-from faithtrace._config import resolve_judge
-from faithtrace._errors import ConfigError
+from faithtrace._common.errors import ConfigError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace._config.settings import resolve_judge
 from faithtrace.judge.client import Judge
-from faithtrace.judge.settings import JudgeSettings
 from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 JudgeArg = str | JudgeSettings | Judge | None

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
-from faithtrace import _internal
 from faithtrace._capture import Captured
-from faithtrace._secrets import scrub_secrets
+from faithtrace._common import safety
+from faithtrace._common.secrets import scrub_secrets
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import spans
 from faithtrace._telemetry.metrics import FunctionStats, count_outcome
 
 if TYPE_CHECKING:
-    from faithtrace._config import CaptureOptions
-    from faithtrace.scoring.options import ScoringOptions
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
 
 
 class Job(NamedTuple):
@@ -79,7 +79,7 @@ class PendingSpan:
         try:
             self._attributes_and_job(capture, offer, remote)
         except Exception as exc:
-            _internal.internal_error("finishing a span", exc)
+            safety.internal_error("finishing a span", exc)
         finally:
             self.span.end(end_time=self.end_ns)
 
@@ -138,7 +138,7 @@ class PendingSpan:
                 n.FUNCTION: stats.name,
             }
         )
-        _internal.warn_rate_limited(
+        safety.warn_rate_limited(
             "capture:" + stats.name,
             "faithtrace: %s is not scored: %s (your code is unaffected)",
             stats.name,
@@ -154,4 +154,4 @@ def record_failure(span: Span, exc: BaseException) -> None:
         span.record_exception(exc, attributes={"exception.message": message})
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
     except Exception as error:
-        _internal.internal_error("recording an exception", error)
+        safety.internal_error("recording an exception", error)

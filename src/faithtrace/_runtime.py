@@ -17,8 +17,9 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace import _internal, _thread_watch
-from faithtrace._config import Settings, build_settings
+from faithtrace import _thread_watch
+from faithtrace._common import safety
+from faithtrace._config.settings import Settings, build_settings
 from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
 from faithtrace._telemetry import annotations as ft_annotations
@@ -155,7 +156,7 @@ class Runtime:
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
         except Exception as exc:
-            _internal.internal_error("evaluation telemetry", exc)
+            safety.internal_error("evaluation telemetry", exc)
 
     def _warn_judge_failure(self, error: ErrorInfo) -> None:
         """Say once a minute per kind that evaluations fail for want of a working judge, and how to fix it:
@@ -167,7 +168,7 @@ class Runtime:
             hint = "; " + judge.unavailable_hint()
         else:
             hint = "; check FAITHTRACE_JUDGE_MODEL and the provider's API key (or FAITHTRACE_JUDGE_API_KEY)"
-        _internal.warn_rate_limited(
+        safety.warn_rate_limited(
             "judge:" + error.type,
             "faithtrace: judge %s failed (%s: %s), answers are not scored%s. Your app is unaffected.",
             judge.model_name,
@@ -180,7 +181,7 @@ class Runtime:
     @staticmethod
     def _raise_kept(worker: Worker) -> None:
         """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
-        if worker.errors and _internal.should_raise():
+        if worker.errors and safety.should_raise():
             errors, worker.errors = worker.errors, []
             raise errors[0]
 
@@ -319,7 +320,7 @@ def shutdown(timeout: float = 30.0) -> ShutdownReport:
 def _report(report: ShutdownReport, during: str) -> None:
     if report.complete:
         return
-    _internal.logger.warning(
+    safety.logger.warning(
         "faithtrace: %s after %.1f s lost %d queued and %d running evaluation(s), %d unfinished span(s)%s",
         during,
         report.elapsed_s,
@@ -342,7 +343,7 @@ def _at_exit() -> None:
     try:
         shutdown(rt.settings.worker.shutdown_timeout_s)
     except Exception as exc:  # never turn a clean exit into a traceback
-        _internal.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
+        safety.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
 
 
 def _after_fork_in_child() -> None:

@@ -17,7 +17,7 @@ from typing import Final
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace._config import SamplingOptions
+from faithtrace._config.settings import SamplingOptions
 
 
 class Reason(IntEnum):

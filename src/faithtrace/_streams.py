@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from faithtrace import _internal
 from faithtrace._capture import Call, Captured, CaptureError, chunk_text, to_texts
+from faithtrace._common import safety
 from faithtrace._pending import PendingSpan
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class _Stream:
         except CaptureError:
             self.untexted += 1
         except Exception as exc:
-            _internal.internal_error("reading a streamed chunk", exc)
+            safety.internal_error("reading a streamed chunk", exc)
 
     def done(self) -> None:
         """The stream ended (or was closed): capture and hand the span over, once."""

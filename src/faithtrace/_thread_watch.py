@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from faithtrace import _internal
+from faithtrace._common import safety
 
 _POLL_S: Final = 0.05
 _MAX_WATCHED: Final = 10_000
@@ -47,7 +47,7 @@ class _ThreadWatch:
             try:
                 done()
             except Exception as exc:  # the watcher must outlive one bad callback
-                _internal.internal_error("a thread-end callback", exc)
+                safety.internal_error("a thread-end callback", exc)
         return left
 
     def _run(self) -> None:

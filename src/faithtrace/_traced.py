@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _chat_streams, _internal, _streams
+from faithtrace import _chat_streams, _streams
 from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
+from faithtrace._common import safety
 from faithtrace._pending import PendingSpan
 from faithtrace._sampling import PARENT
 from faithtrace._telemetry.metrics import FunctionStats, register
@@ -69,7 +70,7 @@ class Traced:
             except CaptureError as exc:
                 captured, problem = None, str(exc)
         except Exception as exc:
-            _internal.internal_error("capture", exc)
+            safety.internal_error("capture", exc)
             pending.drop()
             return result
         self.handoff(rt, pending, captured, problem)
@@ -96,7 +97,7 @@ class Traced:
             handed = True
             rt.handoff(pending)
         except Exception as exc:
-            _internal.internal_error("capture", exc)
+            safety.internal_error("capture", exc)
         finally:
             if not handed:
                 pending.drop()

@@ -10,13 +10,13 @@ import sys
 import typing
 from pathlib import Path
 
-from faithtrace._errors import ConfigError, FaithtraceError, LocalJudgeError
+from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
+from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
 from faithtrace.cli_output import Output
 from faithtrace.judge.client import Judge
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult, IdkPolicy
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 

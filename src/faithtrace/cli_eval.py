@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.cli_metrics import LABELS, Summary, summarise
 from faithtrace.cli_output import Output
 from faithtrace.judge.client import Judge
 from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 

@@ -100,16 +100,17 @@ class FaithtraceCapture:
 @pytest.fixture
 def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
     """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
-    from faithtrace import _internal, shutdown
+    from faithtrace import shutdown
+    from faithtrace._common import safety
 
     capture = FaithtraceCapture()
-    previous = _internal.raise_internal_errors
-    _internal.raise_internal_errors = True
+    previous = safety.raise_internal_errors
+    safety.raise_internal_errors = True
     capture.configure()
     try:
         yield capture
     finally:
         shutdown(timeout=10.0)
-        _internal.raise_internal_errors = previous
+        safety.raise_internal_errors = previous
         capture.tracer_provider.shutdown()
         capture.meter_provider.shutdown()

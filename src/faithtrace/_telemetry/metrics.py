@@ -16,7 +16,7 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from faithtrace import _internal
+from faithtrace._common import safety
 from faithtrace._sampling import Reason
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
@@ -98,7 +98,7 @@ def _observe_evaluations(
 
 
 def _observe_internal_errors(_options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(_internal.internal_error_count)]
+    return [Observation(safety.internal_error_count)]
 
 
 def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]:

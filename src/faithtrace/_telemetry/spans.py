@@ -19,16 +19,16 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from faithtrace._capture import Captured
-from faithtrace._secrets import export_text
+from faithtrace._common.secrets import export_text
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
 from faithtrace.judge.calls import LLMCall
 from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult
 
 if TYPE_CHECKING:
-    from faithtrace._config import CaptureOptions
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
     from faithtrace._pending import Job
-    from faithtrace.scoring.options import ScoringOptions
 
 Attributes = dict[str, Any]
 

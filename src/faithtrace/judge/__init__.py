@@ -1,8 +1,8 @@
 """The judge: the only code that calls an LLM. ``local`` provides the embedded judge as an endpoint."""
 
+from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
 from faithtrace.judge.calls import LLMCall
 from faithtrace.judge.client import Endpoint, Judge, JudgeReply, OutputRejected
-from faithtrace.judge.settings import JudgeSettings, StructuredOutput
 
 __all__ = [
     "Endpoint",

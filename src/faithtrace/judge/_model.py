@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
+from faithtrace._config import options
 
 logger = logging.getLogger("faithtrace")
 
@@ -54,7 +54,7 @@ _OFFICIAL = _Expected(MODEL_SIZE, MODEL_SHA256)
 
 def cache_root() -> Path:
     """Where faithtrace keeps its model, state and logs: ``FAITHTRACE_CACHE_DIR`` or the user cache dir."""
-    configured: str | None = _options.read("local_judge.cache_dir")
+    configured: str | None = options.read("local_judge.cache_dir")
     if configured:
         return Path(configured).expanduser()
     # The XDG base-directory convention, not a faithtrace option: read as every XDG-aware tool does.
@@ -105,7 +105,7 @@ def file_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
 
 def resolve_model(progress: Progress | None = None) -> ModelFile:
     """The GGUF to serve: the user's (``FAITHTRACE_LOCAL_MODEL_PATH``) or the bundled one, verified."""
-    custom: str | None = _options.read("local_judge.model_path")
+    custom: str | None = options.read("local_judge.model_path")
     if custom:
         return ModelFile(_check_user_model(Path(custom).expanduser()), checked=False)
     return ModelFile(ensure_bundled_model(progress=progress), checked=True)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
+from faithtrace._config import options
 from faithtrace.judge._model import Progress, cache_root, file_lock, resolve_model, say
 from faithtrace.judge._serve import HEALTH_PATH, STATE_VERSION, remove_state_if_ours
 
@@ -379,13 +379,13 @@ def _rotate_log(log: Path) -> None:
 
 
 def n_ctx() -> int:
-    n: int = _options.read("local_judge.n_ctx")
+    n: int = options.read("local_judge.n_ctx")
     return n
 
 
 def logprobs() -> bool:
     """Whether the server returns log-probabilities (``FAITHTRACE_LOCAL_JUDGE_LOGPROBS``, default on)."""
-    on: bool = _options.read("local_judge.logprobs")
+    on: bool = options.read("local_judge.logprobs")
     return on
 
 
@@ -394,5 +394,5 @@ def n_threads() -> int:
     host application, tests, another model) and they outnumber free cores, a verdict got ~10x slower in our
     measurements on 2 cores (25 s vs 2.4 s), and it takes the host's CPU. Idle-machine prefill is what we
     give up, and FAITHTRACE_LOCAL_JUDGE_THREADS takes it back."""
-    n: int = _options.read("local_judge.threads")
+    n: int = options.read("local_judge.threads")
     return n

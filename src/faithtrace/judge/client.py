@@ -23,11 +23,11 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY
 from pydantic import BaseModel, ValidationError
 
-from faithtrace._errors import JudgeError
+from faithtrace._common.errors import JudgeError
+from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace.judge import _litellm as _litellm_module
 from faithtrace.judge import _reply
 from faithtrace.judge.calls import LLMCall
-from faithtrace.judge.settings import JudgeSettings
 
 logger = logging.getLogger("faithtrace")
 

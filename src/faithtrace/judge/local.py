@@ -8,7 +8,7 @@ after ``FAITHTRACE_LOCAL_JUDGE_IDLE_TIMEOUT`` seconds (default 900, 0 = never) w
 no live process that uses it (a using process keeps it alive with a light heartbeat).
 
 Its environment variables (``FAITHTRACE_CACHE_DIR``, ``FAITHTRACE_LOCAL_MODEL_PATH``,
-``FAITHTRACE_LOCAL_JUDGE_*``) are the ``local_judge`` group of the option table in ``faithtrace._options``.
+``FAITHTRACE_LOCAL_JUDGE_*``) are the ``local_judge`` group of the option table (``faithtrace._config``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faithtrace import _options
-from faithtrace._errors import LocalJudgeError
+from faithtrace._common.errors import LocalJudgeError
+from faithtrace._config import options
 from faithtrace.judge import _model, _server
 
 logger = logging.getLogger("faithtrace")
@@ -180,12 +180,12 @@ def _serve_run(model: _model.ModelFile, host: str, port: int, state_file: Path |
 
 # --- helpers -----------------------------------------------------------------------------------------------
 def idle_timeout_s() -> float:
-    seconds: float = _options.read("local_judge.idle_timeout_s")
+    seconds: float = options.read("local_judge.idle_timeout_s")
     return seconds
 
 
 def _start_timeout_s() -> float:
-    seconds: float = _options.read("local_judge.start_timeout_s")
+    seconds: float = options.read("local_judge.start_timeout_s")
     return seconds
 
 
@@ -221,7 +221,7 @@ _warned_model: set[str] = set()
 def _warn_if_other_model(serving: str) -> None:
     # The server is shared per machine: one started with another model (FAITHTRACE_LOCAL_MODEL_PATH set in
     # some other process) is reused rather than killed under its users, but this process must be told.
-    wanted = _options.read("local_judge.model_path") or ""
+    wanted = options.read("local_judge.model_path") or ""
     wanted_path = Path(wanted).expanduser().resolve() if wanted else None
     if wanted_path is None and Path(serving).name == _model.MODEL_FILENAME:
         return

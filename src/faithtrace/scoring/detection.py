@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from faithtrace._errors import DetectorError
+from faithtrace._common.errors import DetectorError
+from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.scoring.models import ClaimVerdict, DetectorReport, DetectorSpan, Verdict
-from faithtrace.scoring.options import ScoringOptions
 
 __all__ = ["DetectorRun", "annotate", "decide", "needs_judge", "run_detector"]
 

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from faithtrace._config.scoring_options import IdkPolicy
 from faithtrace.judge.calls import LLMCall
 
 __all__ = [
@@ -19,7 +20,7 @@ __all__ = [
     "DetectorSpan",
     "ErrorInfo",
     "FaithfulnessResult",
-    "IdkPolicy",
+    "IdkPolicy",  # an option (ScoringOptions.idk_policy); re-exported because results carry it
     "LLMCall",  # owned by the judge layer; re-exported because results carry it
     "Outcome",
     "StepUsage",
@@ -37,13 +38,6 @@ class Outcome(StrEnum):
     NO_CLAIMS = "no_claims"  # the answer states nothing checkable: no score, never 1.0
     NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
     ERROR = "error"
-
-
-class IdkPolicy(StrEnum):
-    """How a claim the context neither supports nor contradicts counts in ``score``."""
-
-    PENALIZE = "penalize"  # default: only supported claims count for the answer
-    DEEPEVAL = "deepeval"  # parity with DeepEval's default: only contradictions count against
 
 
 DecidedBy = Literal["judge", "proof", "check", "detector"]

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from faithtrace._errors import DetectorError
+from faithtrace._common.errors import DetectorError
 from faithtrace.judge.detector.inputs import INPUT_NAMES, OUTPUT_NAME
 
 __all__ = ["METADATA_FILE", "MODEL_FILE", "TOKENIZER_FILE", "DetectorModel", "load"]

@@ -1,7 +1,7 @@
 """The option objects and ``build_settings``: one immutable ``Settings`` per ``configure()``.
 
 Settings are resolved once (explicit arguments > ``FAITHTRACE_*`` env > standard OTel env > defaults) from the
-option table in ``_options``; a new runtime is built around them and swapped in atomically.
+option table in ``options``; a new runtime is built around them and swapped in atomically.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from faithtrace import _options
-from faithtrace._errors import ConfigError
-from faithtrace._options import field
-from faithtrace.judge.settings import JudgeSettings
-from faithtrace.scoring.options import ScoringOptions
+from faithtrace._common.errors import ConfigError
+from faithtrace._config import options
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.options import field
+from faithtrace._config.scoring_options import ScoringOptions
 
 DEFAULT_PROMETHEUS_PORT = 9464  # the port OTel's Prometheus exporter documents
 DEFAULT_PHOENIX_ENDPOINT = "http://127.0.0.1:6006"  # Phoenix's own default (UI, REST API and OTLP/HTTP)
@@ -61,11 +61,11 @@ class WorkerOptions(BaseModel):
         return data
 
 
-SamplingOptions.__doc__ = _options.docstring(
+SamplingOptions.__doc__ = options.docstring(
     "Which calls are traced and scored, decided on the request path before any work is done.", "sampling"
 )
-CaptureOptions.__doc__ = _options.docstring("What the RAG span and the evaluation span record.", "capture")
-WorkerOptions.__doc__ = _options.docstring("The background scorer.", "worker")
+CaptureOptions.__doc__ = options.docstring("What the RAG span and the evaluation span record.", "capture")
+WorkerOptions.__doc__ = options.docstring("The background scorer.", "worker")
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,8 @@ def _resolve(
 ) -> M:
     if explicit is not None and not isinstance(explicit, cls):
         raise ConfigError(f"{arg} must be a {cls.__name__}, got {type(explicit).__name__}")
-    values = _options.local_defaults(group) if local else {}
-    values.update(_options.env_values(group, env))
+    values = options.local_defaults(group) if local else {}
+    values.update(options.env_values(group, env))
     values.update(_explicit(explicit))
     try:
         return cls.model_validate(values)
@@ -154,12 +154,12 @@ SCORING_MODES = ("in_process", "remote")
 
 def _remote(scoring: ScoringOptions | str | None, env: Mapping[str, str] | None) -> bool:
     """scoring="remote" / "in_process", else ``FAITHTRACE_SCORING``."""
-    mode = _options.resolve("configure.scoring", scoring if isinstance(scoring, str) else None, env)
+    mode = options.resolve("configure.scoring", scoring if isinstance(scoring, str) else None, env)
     return bool(mode == "remote")
 
 
 def _prometheus(prometheus: bool | int | None, env: Mapping[str, str] | None) -> int | None:
-    port: int | None = _options.env_values("configure", env).get("prometheus_port")
+    port: int | None = options.env_values("configure", env).get("prometheus_port")
     if prometheus is None:
         return port
     if prometheus is True:
@@ -206,19 +206,19 @@ def build_settings(
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """Resolve every setting once. Raises ``ConfigError`` for an invalid explicit argument."""
-    env = environ  # None: os.environ, read by _options
+    env = environ  # None: os.environ, read by options
     if enabled is not None and not isinstance(enabled, bool):
         raise ConfigError(f"enabled must be a bool, got {enabled!r}")
     for arg, value in (("service_name", service_name), ("otlp_endpoint", otlp_endpoint)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{arg} must be a non-empty string, got {value!r}")
-    top = _options.values("configure", env)
-    otel = _options.values("otel", env)
+    top = options.values("configure", env)
+    otel = options.values("otel", env)
     judge_settings = resolve_judge(judge, env)
     sink = _choice("annotations", annotations, ("none", "phoenix"), top["annotations"])
     base = otlp_endpoint or top["otlp_endpoint"]
     return Settings(
-        enabled=_options.resolve("configure.enabled", enabled, env),
+        enabled=options.resolve("configure.enabled", enabled, env),
         judge=judge_settings,
         scoring=_resolve(
             ScoringOptions, "scoring", None if isinstance(scoring, str) else scoring, "scoring", env

@@ -1,20 +1,20 @@
 """The option table's API: every option model and every environment read goes through here.
 
 The option models (``SamplingOptions``, ``CaptureOptions``, ``WorkerOptions``, ``JudgeSettings``,
-``ScoringOptions``) take their defaults, bounds and docstrings from the table in ``_option_table``
+``ScoringOptions``) take their defaults, bounds and docstrings from the table in ``table``
 (``field``, ``docstring``); ``build_settings`` and the models' ``from_env`` read the environment with
 ``env_values``; the embedded judge reads its variables with ``read``; the README's configuration table is
-generated from it (``python -m faithtrace._config_doc``). Nothing else parses ``FAITHTRACE_*`` or ``OTEL_*``
+generated from it (``python -m faithtrace._config.doc``). Nothing else parses ``FAITHTRACE_*`` or ``OTEL_*``
 variables.
 
 An invalid environment value logs one warning and falls back to the default: an ops typo must never take a
 service down. An invalid explicit argument is a programming error and raises (pydantic's validation, with the
 same bounds).
 
-Adding an option: one ``Option`` in ``_option_table.OPTIONS_LIST`` (its group is the model it belongs to);
+Adding an option: one ``Option`` in ``table.OPTIONS_LIST`` (its group is the model it belongs to);
 on the model, ``name: type = field("group.name")``; a ``configure()`` argument of its own is read with
 ``resolve("configure.name", argument, environ)`` in ``build_settings``, an env-only option with ``read``;
-then ``python -m faithtrace._config_doc --write`` updates the README (a test fails until it does).
+then ``python -m faithtrace._config.doc --write`` updates the README (a test fails until it does).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, Final
 
 from pydantic import Field
 
-from faithtrace._errors import ConfigError
-from faithtrace._option import UNSET, Option
-from faithtrace._option_table import OPTIONS_LIST
+from faithtrace._common.errors import ConfigError
+from faithtrace._config.option import UNSET, Option
+from faithtrace._config.table import OPTIONS_LIST
 
 logger = logging.getLogger("faithtrace")
 

@@ -1,6 +1,6 @@
 """Every faithtrace option: name, environment variable(s), type (through the parser), default, bounds, doc.
 
-One entry per option; ``_options`` turns the table into pydantic fields, environment reads, docstrings
+One entry per option; ``options`` turns the table into pydantic fields, environment reads, docstrings
 and the README's configuration table. Groups: the option model a field belongs to, ``configure`` for the
 arguments of ``configure()`` itself, ``otel`` and ``local_judge`` for options read only from the environment.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from faithtrace._option import Option, parse_bool, parse_lower
+from faithtrace._config.option import Option, parse_bool, parse_lower
 
 
 def _half_the_cores() -> int:

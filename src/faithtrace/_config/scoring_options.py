@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from faithtrace import _options
-from faithtrace._options import field
-from faithtrace.scoring.models import IdkPolicy
+from faithtrace._config import options as _options
+from faithtrace._config.options import field
+
+
+class IdkPolicy(StrEnum):
+    """How a claim the context neither supports nor contradicts counts in ``score``."""
+
+    PENALIZE = "penalize"  # default: only supported claims count for the answer
+    DEEPEVAL = "deepeval"  # parity with DeepEval's default: only contradictions count against
 
 
 class ScoringOptions(BaseModel):

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from faithtrace import _options
-from faithtrace._options import field
+from faithtrace._config import options
+from faithtrace._config.options import field
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "tool"]
 
@@ -35,11 +35,11 @@ class JudgeSettings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> JudgeSettings:
         """Settings from ``FAITHTRACE_JUDGE_*``; explicit ``overrides`` (not None) win over the env."""
-        values = _options.env_values("judge", environ)
+        values = options.env_values("judge", environ)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
 
 
-JudgeSettings.__doc__ = _options.docstring(
+JudgeSettings.__doc__ = options.docstring(
     "The judge: any litellm model, or (``model=None``) the embedded local judge.", "judge"
 )

@@ -1,4 +1,4 @@
-"""One configuration option as the table in ``_option_table`` declares it, and the parsers env values use."""
+"""One configuration option as the table in ``table`` declares it, and the parsers env values use."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Option:
     """One option. ``key`` is ``group.field``; ``env`` lists variables in priority order (first set wins).
 
     ``parse``, the bounds and ``choices`` check environment values; pydantic checks arguments with the same
-    bounds (``_options.field``).
+    bounds (``options.field``).
     """
 
     key: str
