@@ -15,6 +15,7 @@ computes, so neither the host's threads nor faithtrace's event loop wait for it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from faithtrace._common.errors import DetectorError
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.scoring.models import ClaimVerdict, DetectorReport, DetectorSpan, Verdict
 
-__all__ = ["DetectorRun", "annotate", "decide", "needs_judge", "run_detector"]
+__all__ = ["DetectorRun", "beside_judge", "decide", "needs_judge", "run_detector"]
+
+logger = logging.getLogger("faithtrace")
 
 _QUOTED_SPANS = 3
 
@@ -99,8 +102,11 @@ def _reason(found: Sequence[DetectorSpan]) -> str:
     return f"The detector found no support in the context for {quoted}{more}."
 
 
-def decide(claims: Sequence[str], run: DetectorRun) -> list[ClaimVerdict]:
-    """The detector's verdicts, as the verdicts that count."""
+async def decide(
+    options: ScoringOptions, question: str | None, documents: Sequence[str], answer: str, claims: list[str]
+) -> tuple[DetectorReport, list[ClaimVerdict]]:
+    """The detector's verdicts, as the verdicts that count; raises ``DetectorError`` when it cannot run."""
+    run = await run_detector(options, question, documents, answer, claims)
     out = []
     for claim, found, p in zip(claims, run.claim_spans, run.claim_p, strict=True):
         verdict = _verdict(found)
@@ -115,19 +121,34 @@ def decide(claims: Sequence[str], run: DetectorRun) -> list[ClaimVerdict]:
                 detector_spans=list(found),
             )
         )
-    return out
+    return run.report, out
 
 
 def _verdict(found: Sequence[DetectorSpan]) -> Verdict:
     return "idk" if found else "yes"
 
 
-def annotate(verdicts: Sequence[ClaimVerdict], run: DetectorRun, claims: Sequence[str]) -> list[ClaimVerdict]:
-    """The judge's verdicts with the detector's recorded next to them (matched by claim text)."""
-    by_claim = dict(zip(claims, run.claim_spans, strict=True))
-    out = []
-    for v in verdicts:
-        found = by_claim.get(v.text)
-        update = {} if found is None else {"detector_verdict": _verdict(found), "detector_spans": list(found)}
-        out.append(v.model_copy(update=update))
-    return out
+async def beside_judge(
+    options: ScoringOptions,
+    question: str | None,
+    documents: Sequence[str],
+    answer: str,
+    verdicts: list[ClaimVerdict],
+) -> tuple[DetectorReport, list[ClaimVerdict]]:
+    """The judge's verdicts with the detector's recorded next to each, never applied. A detector that cannot
+    run leaves the judge's verdicts as they are, and the report says why."""
+    t0 = time.perf_counter()
+    claims = [v.text for v in verdicts]
+    try:
+        run = await run_detector(options, question, documents, answer, claims)
+    except DetectorError as exc:
+        logger.debug("faithtrace: the detector could not run: %s", exc)
+        failed = DetectorReport(
+            model=options.detector_model or "", error=str(exc)[:1000], duration_s=time.perf_counter() - t0
+        )
+        return failed, verdicts
+    out = [
+        v.model_copy(update={"detector_verdict": _verdict(found), "detector_spans": list(found)})
+        for v, found in zip(verdicts, run.claim_spans, strict=True)
+    ]
+    return run.report, out

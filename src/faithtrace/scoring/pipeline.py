@@ -317,12 +317,10 @@ async def run_pipeline(
         outcome = Outcome.NO_CONTEXT
     elif options.verdict_source == "detector":
         try:
-            found_by_detector = await detection.run_detector(options, question, documents, text, claims)
+            detector, verdicts = await detection.decide(options, question, documents, text, claims)
         except DetectorError as exc:
             return run.failed("verdicts", exc, t0)
         run.record("verdicts", [], t0)
-        detector = found_by_detector.report
-        verdicts = detection.decide(claims, found_by_detector)
         outcome = Outcome.SCORED
     else:
         # Proven claims are settled in code; every other claim goes to the judge (verdict_checks).
@@ -357,7 +355,7 @@ async def run_pipeline(
         verdicts = verdict_checks.apply(merged, [found[i] for i in kept], policy)
         outcome = Outcome.SCORED
         if options.detector_model:
-            detector, verdicts = await _beside_judge(options, question, documents, text, claims, verdicts)
+            detector, verdicts = await detection.beside_judge(options, question, documents, text, verdicts)
 
     # 4. the score, in code.
     counts = scoring.count(verdicts)
@@ -383,28 +381,6 @@ async def run_pipeline(
         # The verdicts' author: with the detector deciding, the judge is at most asked for claims or truths.
         **({"judge_model": detector.model} if detector and options.verdict_source == "detector" else {}),
     )
-
-
-async def _beside_judge(
-    options: ScoringOptions,
-    question: str | None,
-    documents: list[str],
-    answer: str,
-    claims: list[str],
-    verdicts: list[ClaimVerdict],
-) -> tuple[DetectorReport, list[ClaimVerdict]]:
-    """The detector's verdicts recorded next to the judge's. A detector that cannot run leaves the judge's
-    result as it is and says why in the report."""
-    t0 = time.perf_counter()
-    try:
-        found = await detection.run_detector(options, question, documents, answer, claims)
-    except DetectorError as exc:
-        logger.debug("faithtrace: the detector could not run: %s", exc)
-        failed = DetectorReport(
-            model=options.detector_model or "", error=str(exc)[:1000], duration_s=time.perf_counter() - t0
-        )
-        return failed, verdicts
-    return found.report, detection.annotate(verdicts, found, claims)
 
 
 def _maybe(options: ScoringOptions, text: str) -> str | None:
