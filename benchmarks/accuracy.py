@@ -223,7 +223,7 @@ def resolve_judge(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
         endpoint["timeout"] = args.timeout
         endpoint["schema_grammar"] = args.schema_grammar
         return settings, endpoint, args.judge_model
-    from faithtrace.judge.local import ensure_local_judge
+    from faithtrace.judge.local.endpoint import ensure_local_judge
 
     ep = ensure_local_judge(progress=lambda msg: print(f"  local judge: {msg}", flush=True))
     # faithtrace gets its embedded judge (model=None); the peers the very same server and model.

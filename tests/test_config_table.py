@@ -1,4 +1,4 @@
-"""The option table: every option model and env read goes through it, and the README's table is generated."""
+"""The option table: every option model and env read goes through it, and the docs' table is generated."""
 
 from __future__ import annotations
 
@@ -24,21 +24,21 @@ MODELS = {
 }
 
 
-def test_readme_table_is_generated_from_the_option_table() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert doc.render(readme) == readme, "run: python -m faithtrace._config.doc --write"
+def test_the_docs_table_is_generated_from_the_option_table() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert doc.render(page) == page, "run: python -m faithtrace._config.doc --write"
     for option in options.OPTIONS.values():
         for var in option.env:
-            assert f"`{var}`" in readme
+            assert f"`{var}`" in page
 
 
-def test_the_check_fails_on_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
-    assert doc.main(["--readme", str(readme), "--check"]) == 1
-    assert doc.main(["--readme", str(readme), "--write"]) == 0
-    assert doc.main(["--readme", str(readme), "--check"]) == 0
-    text = readme.read_text(encoding="utf-8")
+def test_the_check_fails_on_a_stale_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
+    assert doc.main(["--page", str(page), "--check"]) == 1
+    assert doc.main(["--page", str(page), "--write"]) == 0
+    assert doc.main(["--page", str(page), "--check"]) == 0
+    text = page.read_text(encoding="utf-8")
     assert "`FAITHTRACE_SAMPLE_RATE`" in text
     assert text.endswith("after\n")
     assert "| stale |" not in text
@@ -119,7 +119,8 @@ def test_otlp_variables_follow_the_otel_spec() -> None:
 
 
 def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faithtrace.judge import _server, local
+    from faithtrace.judge.local import endpoint as local
+    from faithtrace.judge.local import process as _server
 
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_N_CTX", "4096")
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_THREADS", "3")
@@ -131,11 +132,11 @@ def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: p
 _ENV_READS_ALLOWED = {
     "_config/options.py": "the table's reader",
     "_common/safety.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
-    "judge/_server.py": "the environment handed to the judge server's process",
-    "judge/_serve.py": "runs inside the judge server's own process",
-    "judge/_model.py": "XDG_CACHE_HOME, the base-directory convention",
-    "judge/_litellm.py": "restores the environment around litellm's import",
-    "judge/local.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
+    "judge/local/process.py": "the environment handed to the judge server's process",
+    "judge/local/server.py": "runs inside the judge server's own process",
+    "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",
+    "judge/llm/_litellm.py": "restores the environment around litellm's import",
+    "judge/local/endpoint.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
 }
 
 

@@ -33,7 +33,7 @@ def _judge_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_missing_local_judge_is_said_once_with_the_fix(
     ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from faithtrace.judge import local
+    from faithtrace.judge.local import endpoint as local
 
     def missing() -> Any:
         raise LocalJudgeError(

@@ -20,12 +20,12 @@ from faithtrace._common.errors import (
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions
-from faithtrace._configure import configure
-from faithtrace._decorator import trace_faithfulness
 from faithtrace._evaluate import aevaluate, evaluate
-from faithtrace._runtime import ShutdownReport, flush, shutdown
+from faithtrace._request.decorator import trace_faithfulness
+from faithtrace._runtime.configure import configure
+from faithtrace._runtime.runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__
-from faithtrace.judge.calls import LLMCall
+from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.scoring.models import (
     ClaimVerdict,
     ErrorInfo,

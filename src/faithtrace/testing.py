@@ -15,6 +15,7 @@ it must never slow down or break test collection.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -97,9 +98,9 @@ class FaithtraceCapture:
         self.span_exporter.clear()
 
 
-@pytest.fixture
-def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
-    """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
+@contextlib.contextmanager
+def capturing() -> Iterator[FaithtraceCapture]:
+    """The ``faithtrace_exporter`` fixture as a context manager, for fixtures of other scopes."""
     from faithtrace import shutdown
     from faithtrace._common import safety
 
@@ -114,3 +115,10 @@ def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
         safety.raise_internal_errors = previous
         capture.tracer_provider.shutdown()
         capture.meter_provider.shutdown()
+
+
+@pytest.fixture
+def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
+    """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
+    with capturing() as capture:
+        yield capture

@@ -1,10 +1,10 @@
-"""The README's configuration table, generated from the option table.
+"""The docs' configuration table (docs/configuration.md), generated from the option table.
 
     python -m faithtrace._config.doc            # print the table
-    python -m faithtrace._config.doc --write    # replace the table in README.md
-    python -m faithtrace._config.doc --check    # exit 1 when README.md's table is out of date
+    python -m faithtrace._config.doc --write    # replace the table in docs/configuration.md
+    python -m faithtrace._config.doc --check    # exit 1 when that page's table is out of date
 
-The table sits between two marker comments in README.md; everything else in the README is left alone.
+The table sits between two marker comments in the page; everything else on it is left alone.
 """
 
 from __future__ import annotations
@@ -41,35 +41,35 @@ def table() -> str:
     return "\n".join(rows)
 
 
-def render(readme: str) -> str:
-    """``readme`` with the text between the markers replaced by the current table."""
-    start, end = readme.find(BEGIN), readme.find(END)
+def render(page: str) -> str:
+    """``page`` with the text between the markers replaced by the current table."""
+    start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README has no configuration table markers ({BEGIN!r} ... {END!r})")
-    return readme[: start + len(BEGIN)] + "\n" + table() + "\n" + readme[end:]
+        raise ValueError(f"the page has no configuration table markers ({BEGIN!r} ... {END!r})")
+    return page[: start + len(BEGIN)] + "\n" + table() + "\n" + page[end:]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m faithtrace._config.doc", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument("--page", type=Path, default=Path("docs/configuration.md"))
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="update the table in the README")
-    mode.add_argument("--check", action="store_true", help="exit 1 when the README's table is out of date")
+    mode.add_argument("--write", action="store_true", help="update the table in the page")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the page's table is out of date")
     args = parser.parse_args(argv)
     if not (args.write or args.check):
         print(table())
         return 0
-    current = args.readme.read_text(encoding="utf-8")
+    current = args.page.read_text(encoding="utf-8")
     wanted = render(current)
     if args.check:
         if wanted != current:
             hint = "run: python -m faithtrace._config.doc --write"
-            print(f"{args.readme}: the configuration table is out of date; {hint}", file=sys.stderr)
+            print(f"{args.page}: the configuration table is out of date; {hint}", file=sys.stderr)
             return 1
         return 0
-    args.readme.write_text(wanted, encoding="utf-8")
+    args.page.write_text(wanted, encoding="utf-8")
     return 0
 
 

@@ -17,7 +17,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from faithtrace._common import safety
-from faithtrace._sampling import Reason
+from faithtrace._runtime.sampling import Reason
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
 from faithtrace._version import __version__

@@ -20,7 +20,7 @@ from typing import Literal
 from faithtrace._common.errors import DetectorError, JudgeError, LocalJudgeError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.client import Judge
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring import detection, grounding, judge_budget, proof, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache

@@ -15,8 +15,8 @@ from faithtrace._common import safety
 from faithtrace._common.errors import DetectorError, FaithtraceError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge import _litellm
-from faithtrace.judge.client import Judge
+from faithtrace.judge.llm import _litellm
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
 from faithtrace.scoring.pipeline import run_pipeline

@@ -18,10 +18,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace import _runtime
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
-from faithtrace._pending import Job
+from faithtrace._runtime import runtime
+from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import FunctionStats, register
 from faithtrace.sources.assemble import Assembler, Resolved
@@ -100,7 +100,7 @@ class OpenInferenceProcessor(SpanProcessor):
     def _submit(self, resolved: list[Resolved]) -> None:
         if not resolved:
             return
-        rt = _runtime.current()
+        rt = runtime.current()
         for _trace_id, item in resolved:
             if item is None or not rt.enabled:
                 continue

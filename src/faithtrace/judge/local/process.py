@@ -25,12 +25,12 @@ from typing import Any
 
 from faithtrace._common.errors import LocalJudgeError
 from faithtrace._config import options
-from faithtrace.judge._model import Progress, cache_root, file_lock, resolve_model, say
-from faithtrace.judge._serve import HEALTH_PATH, STATE_VERSION, remove_state_if_ours
+from faithtrace.judge.local.model import Progress, cache_root, file_lock, resolve_model, say
+from faithtrace.judge.local.server import HEALTH_PATH, STATE_VERSION, remove_state_if_ours
 
 logger = logging.getLogger("faithtrace")
 
-SERVE_MODULE = "faithtrace.judge._serve"
+SERVE_MODULE = "faithtrace.judge.local.server"
 _LOG_TAIL_LINES = 25
 _LOG_MAX_BYTES = 5 << 20
 # One HTTP opener that ignores HTTP(S)_PROXY: a loopback probe must never be sent to a proxy.

@@ -6,7 +6,7 @@ LLM stream ends the writer sets ``response`` to the whole text. The stream has o
 faithtrace adds none and replaces nothing: it waits for the writer to finish, then reads ``response`` (a
 string) and scores it. The call's span stays open until then.
 
-A task reports through ``add_done_callback``. A thread cannot: ``_thread_watch`` checks the writer threads in
+A task reports through ``add_done_callback``. A thread cannot: ``thread_watch`` checks the writer threads in
 flight (bounded; past that, a call is a capture error), so the span may end up to one poll late.
 """
 
@@ -17,15 +17,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _thread_watch
-from faithtrace._capture import Call, Captured, CaptureError
 from faithtrace._common import safety
-from faithtrace._pending import PendingSpan
-from faithtrace._text import field_of
+from faithtrace._request.capture import Call, Captured, CaptureError
+from faithtrace._request.text import field_of
+from faithtrace._runtime import thread_watch
+from faithtrace._runtime.pending_span import PendingSpan
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
-    from faithtrace._traced import Traced
+    from faithtrace._request.traced_function import Traced
+    from faithtrace._runtime.runtime import Runtime
 
 
 def writer_of(result: Any) -> Any:
@@ -86,5 +86,5 @@ def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, writer:
     stream = _ChatStream(rt, traced, pending, call)
     if isinstance(writer, asyncio.Future):
         writer.add_done_callback(lambda task: stream.done(task.cancelled()))
-    elif not _thread_watch.add(writer, stream.done):
+    elif not thread_watch.add(writer, stream.done):
         raise CaptureError("too many chat streams in flight")

@@ -1,7 +1,7 @@
 """The local judge server process: llama-cpp-python's OpenAI-compatible app under uvicorn, on loopback.
 
-Run as ``python -m faithtrace.judge._serve`` (a detached child started by ``ensure_local_judge``) or in the
-foreground by ``faithtrace judge serve``. Beyond llama-cpp-python's own server it adds four things:
+Run as ``python -m faithtrace.judge.local.server`` (a detached child started by ``ensure_local_judge``) or in
+the foreground by ``faithtrace judge serve``. Beyond llama-cpp-python's own server it adds four things:
 
 - ``GET /faithtrace/health``, answered without the model lock: ``/v1/models`` waits for the running
   inference, so under load it looks dead and a client would wrongly replace a busy server;
@@ -125,9 +125,9 @@ def run(
     _log(f"loading {model_path} (n_ctx={n_ctx}, threads={threads})")
     t0 = time.perf_counter()
     # Here, not at import: ``_server`` imports this module in host processes, which must stay unpatched.
-    from faithtrace.judge import _llama_speed
+    from faithtrace.judge.local import llama_speed
 
-    _llama_speed.install()
+    llama_speed.install()
     app = create_app(server_settings=server_settings, model_settings=[model_settings])
     _log(f"model loaded in {time.perf_counter() - t0:.1f} s")
     started_at = time.time()
@@ -204,7 +204,7 @@ def _cpu_count() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m faithtrace.judge._serve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m faithtrace.judge.local.server", description=__doc__)
     parser.add_argument("--model", required=True)
     parser.add_argument("--alias", required=True)
     parser.add_argument("--host", default="127.0.0.1")

@@ -26,7 +26,8 @@ from typing import Any
 
 from faithtrace._common.errors import LocalJudgeError
 from faithtrace._config import options
-from faithtrace.judge import _model, _server
+from faithtrace.judge.local import model as _model
+from faithtrace.judge.local import process as _server
 
 logger = logging.getLogger("faithtrace")
 
@@ -164,7 +165,7 @@ def serve_foreground(host: str = "127.0.0.1", port: int | None = None) -> None:
 
 
 def _serve_run(model: _model.ModelFile, host: str, port: int, state_file: Path | None) -> None:
-    from faithtrace.judge._serve import run
+    from faithtrace.judge.local.server import run
 
     run(
         model_path=str(model.path),

@@ -25,9 +25,9 @@ from pydantic import BaseModel, ValidationError
 
 from faithtrace._common.errors import JudgeError
 from faithtrace._config.judge_settings import JudgeSettings
-from faithtrace.judge import _litellm as _litellm_module
-from faithtrace.judge import _reply
-from faithtrace.judge.calls import LLMCall
+from faithtrace.judge.llm import _litellm as _litellm_module
+from faithtrace.judge.llm import reply as _reply
+from faithtrace.judge.llm.calls import LLMCall
 
 logger = logging.getLogger("faithtrace")
 
@@ -106,7 +106,7 @@ class Judge:
         if self._endpoint is None:
             s = self.settings
             if s.model is None:
-                from faithtrace.judge.local import ensure_local_judge
+                from faithtrace.judge.local.endpoint import ensure_local_judge
 
                 ep = ensure_local_judge()
                 self._endpoint = Endpoint(

@@ -1,8 +1,8 @@
 """Run a callback when a thread ends: one daemon thread, alive only while threads are watched, checks them
 every ``_POLL_S``. Bounded: at most ``_MAX_WATCHED`` threads at once.
 
-Used for LlamaIndex chat engines' writer threads (``_chat_streams``); ``flush()`` sweeps first, so that a
-stream that has just ended is not missed by a poll.
+Used for LlamaIndex chat engines' writer threads (``_request.chat_streams``); ``flush()`` sweeps first, so
+that a stream that has just ended is not missed by a poll.
 """
 
 from __future__ import annotations

@@ -17,17 +17,17 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace import _thread_watch
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings, build_settings
-from faithtrace._pending import Job, Offer, PendingSpan
-from faithtrace._sampling import Sampler
+from faithtrace._runtime import thread_watch
+from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
+from faithtrace._runtime.sampling import Sampler
+from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
 from faithtrace._version import __version__
-from faithtrace._worker import Closed, Worker
 from faithtrace.scoring.models import ErrorInfo
 from faithtrace.scoring.scorer import Scorer
 
@@ -188,7 +188,7 @@ class Runtime:
     def flush(self, timeout: float, *, evaluations: bool = True) -> bool:
         """Wait for the worker (with ``evaluations=False`` only until every span has ended), then export."""
         deadline = time.monotonic() + timeout
-        _thread_watch.sweep()  # chat streams that have just ended are handed over before the worker flushes
+        thread_watch.sweep()  # chat streams that have just ended are handed over before the worker flushes
         worker = self._worker
         done = True
         if worker is not None:

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from faithtrace._capture import Call, Captured, CaptureError, chunk_text, to_texts
 from faithtrace._common import safety
-from faithtrace._pending import PendingSpan
+from faithtrace._request.capture import Call, Captured, CaptureError, chunk_text, to_texts
+from faithtrace._runtime.pending_span import PendingSpan
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
-    from faithtrace._traced import Traced
+    from faithtrace._request.traced_function import Traced
+    from faithtrace._runtime.runtime import Runtime
 
 # Keys under which LangChain's retrieval chains stream their retrieved documents.
 _CHUNK_CONTEXT_KEYS = ("context", "source_documents")

@@ -3,8 +3,9 @@
 Per call: read the runtime, ask the sampler (O(1)); a sampled-out call then runs bare apart from one integer
 increment. A sampled-in call runs inside a span; on return, its texts are captured and handed to the worker
 with the still-open span, without blocking: the worker sets the attributes, ends the span at the call's own
-end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_pending``). The host's
-result and exceptions pass through untouched, and a call that raised is not scored (``PendingSpan.fail``).
+end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_runtime.pending_span``).
+The host's result and exceptions pass through untouched, and a call that raised is not scored
+(``PendingSpan.fail``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import wrapt
 from opentelemetry.context import attach, detach
 from opentelemetry.trace import set_span_in_context
 
-from faithtrace import _runtime, _streams
-from faithtrace._capture import CaptureSpec, Spec
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
-from faithtrace._pending import PendingSpan
+from faithtrace._request import streams
+from faithtrace._request.capture import CaptureSpec, Spec
+from faithtrace._request.traced_function import Traced
+from faithtrace._runtime import runtime
+from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._telemetry.metrics import FunctionStats
-from faithtrace._traced import Traced
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,9 +42,9 @@ def _sampling_failed(exc: Exception) -> int:
     return -1
 
 
-def _decide() -> tuple[_runtime.Runtime, int]:
+def _decide() -> tuple[runtime.Runtime, int]:
     """The sampling decision: 0 to trace and score, a ``Reason`` > 0 to skip, -1 when disabled."""
-    rt = _runtime.RUNTIME or _runtime.current()
+    rt = runtime.RUNTIME or runtime.current()
     try:
         return rt, (rt.sampler.decide() if rt.enabled else -1)
     except Exception as exc:
@@ -64,7 +66,7 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
         # Streams are traced by a wrapping generator that scores the joined chunks when the stream ends.
         trace_stream: Callable[..., Any] = (
-            _streams.traced_async_gen if inspect.isasyncgenfunction(raw) else _streams.traced_gen
+            streams.traced_async_gen if inspect.isasyncgenfunction(raw) else streams.traced_gen
         )
 
         def stream_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from faithtrace._common.errors import ConfigError
-from faithtrace._text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
+from faithtrace._request.text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
 
 __all__ = ["CaptureError", "chunk_text", "to_text", "to_texts"]
 

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from faithtrace import _loop
-from faithtrace._pending import Job, Offer, PendingSpan
+from faithtrace._runtime import loop
+from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
 
 _MAX_KEPT_ERRORS: Final = 20
 # Spans finished per turn before the dispatcher lets the host's threads have the GIL back: a backlog is
@@ -81,7 +81,7 @@ class Worker:
         self._closed = False  # no more handoffs or jobs
         self._stopping = False  # the dispatcher exits after its next turn
         self.errors: list[BaseException] = []  # faithtrace bugs in either stage, surfaced by flush()
-        self._loop = _loop.get()  # shared with evaluate(): see _loop
+        self._loop = loop.get()  # shared with evaluate(): see loop.py
         self._tasks: dict[asyncio.Task[None], Job] = {}  # running jobs (touched on the loop only)
         self._dispatcher = threading.Thread(target=self._dispatch, name="faithtrace-dispatch", daemon=True)
         self._dispatcher.start()

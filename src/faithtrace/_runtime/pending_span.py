@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
-from faithtrace._capture import Captured
 from faithtrace._common import safety
 from faithtrace._common.secrets import scrub_secrets
+from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import spans
 from faithtrace._telemetry.metrics import FunctionStats, count_outcome

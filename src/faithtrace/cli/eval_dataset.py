@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.cli_metrics import LABELS, Summary, summarise
-from faithtrace.cli_output import Output
-from faithtrace.judge.client import Judge
+from faithtrace.cli.metrics import LABELS, Summary, summarise
+from faithtrace.cli.output import Output
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.pipeline import run_pipeline
 

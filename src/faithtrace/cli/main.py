@@ -6,15 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import typing
 from pathlib import Path
 
 from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
-from faithtrace.cli_output import Output
-from faithtrace.judge.client import Judge
+from faithtrace.cli.output import Output
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
@@ -150,7 +149,7 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
 def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
     judge = get_judge(args.judge)
     if judge.settings.is_local and needs_judge(_options(args)):
-        from faithtrace.judge.local import ensure_local_judge
+        from faithtrace.judge.local.endpoint import ensure_local_judge
 
         # Resolved up front so that the first-run messages (assembling, starting) reach the user.
         ensure_local_judge(progress=lambda msg: out.error(f"faithtrace: {msg}"))
@@ -218,7 +217,7 @@ def _cmd_score(args: argparse.Namespace, out: Output) -> int:
 
 
 def _cmd_judge(args: argparse.Namespace, out: Output) -> int:
-    from faithtrace.judge import local
+    from faithtrace.judge.local import endpoint as local
 
     if args.action == "serve":
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop it
@@ -241,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Output(plain=getattr(args, "plain", False))
     try:
         if args.command == "eval":
-            from faithtrace.cli_eval import run_eval_command
+            from faithtrace.cli.eval_dataset import run_eval_command
 
             if not args.file.is_file():
                 out.error(f"faithtrace eval: cannot read {args.file}: no such file")
@@ -273,7 +272,3 @@ def main(argv: list[str] | None = None) -> int:
     except FaithtraceError as exc:
         out.error(f"faithtrace: {exc}")
         return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

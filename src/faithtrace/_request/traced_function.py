@@ -1,7 +1,7 @@
 """What one decorated function needs per call, and the hand-over of a returned call to the worker.
 
-Shared by the plain wrappers (``_decorator``) and the generator wrappers (``_streams``). A call that returns
-a stream is handed to ``_streams.watch``; ``_streams`` refers back to this module for types only.
+Shared by the plain wrappers (``decorator``) and the generator wrappers (``streams``). A call that returns
+a stream is handed to ``streams.watch``; ``streams`` refers back to this module for types only.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from faithtrace import _chat_streams, _streams
-from faithtrace._capture import Call, Captured, CaptureError, CaptureSpec
 from faithtrace._common import safety
-from faithtrace._pending import PendingSpan
-from faithtrace._sampling import PARENT
+from faithtrace._request import chat_streams, streams
+from faithtrace._request.capture import Call, Captured, CaptureError, CaptureSpec
+from faithtrace._runtime.pending_span import PendingSpan
+from faithtrace._runtime.sampling import PARENT
 from faithtrace._telemetry.metrics import FunctionStats, register
 
 if TYPE_CHECKING:
-    from faithtrace._runtime import Runtime
+    from faithtrace._runtime.runtime import Runtime
 
 
 class Traced:
@@ -41,7 +41,7 @@ class Traced:
         Returns what the caller gets: the call's own result, unless its answer is a stream (a generator, or
         LlamaIndex's ``StreamingResponse.response_gen``), which is replaced by a wrapper yielding the same
         chunks and scoring them when the stream ends. A LlamaIndex chat engine's streaming response is
-        returned untouched and scored when its own writer has finished (``_chat_streams``). Nothing here
+        returned untouched and scored when its own writer has finished (``chat_streams``). Nothing here
         reads a stream or calls ``str()`` on a host object. Only what must read the host's objects happens
         here (capture yields plain strings); attributes, scrubbing, the span's end and its export run on the
         worker (``PendingSpan.finish``).
@@ -58,9 +58,9 @@ class Traced:
                 pending.drop()
                 return result
             try:
-                writer = _chat_streams.writer_of(result) if self.spec.default_answer else None
+                writer = chat_streams.writer_of(result) if self.spec.default_answer else None
                 if writer is not None:
-                    _chat_streams.watch(rt, self, pending, call, writer)
+                    chat_streams.watch(rt, self, pending, call, writer)
                     return result
                 slot = self.spec.stream_slot(result)
                 if slot is not None:
@@ -78,7 +78,7 @@ class Traced:
 
     def _watch(self, rt: Runtime, pending: PendingSpan, call: Call, stream: Any, put: Any) -> Any:
         """Put a watching wrapper in place of the answer's stream; the span ends when the stream does."""
-        wrapper, watched = _streams.watch(rt, self, pending, call, stream)
+        wrapper, watched = streams.watch(rt, self, pending, call, stream)
         try:
             return put(wrapper)
         except CaptureError as exc:  # the stream cannot be replaced: leave it alone, unread
