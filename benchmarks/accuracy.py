@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="which balanced subset")
     p.add_argument(
         "--ids-from",
-        help="a result JSON of this script: only its rows (row_ids), e.g. results/accuracy-holdout.json",
+        help="a JSON with row_ids (a result of this script, or data/ids-holdout.json): only those rows",
     )
     p.add_argument("--systems", default="faithtrace,deepeval,ragas", help="comma list; length is always run")
     p.add_argument("--judge-model", help="litellm model for every system (default: the embedded local judge)")

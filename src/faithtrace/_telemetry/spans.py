@@ -43,9 +43,9 @@ class _Exporter:
         self.options = options
         self.truncated: list[str] = []
 
-    def __call__(self, key: str, text: str) -> str:
+    def __call__(self, key: str, text: str, readable: bool = False) -> str:
         o = self.options
-        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact)
+        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact, readable=readable)
         if cut:
             self.truncated.append(key)
         return out
@@ -205,7 +205,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         "threshold": result.threshold,
     }
     if result.reason and options.content:
-        doc["reason"] = export(n.OUTPUT_VALUE, result.reason)
+        doc["reason"] = export(n.OUTPUT_VALUE, result.reason, readable=True)
     if result.error is not None:
         doc["error"] = result.error.type
     if result.unjudged:
@@ -230,7 +230,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
-                item["reason"] = export(n.OUTPUT_VALUE, claim.reason)
+                item["reason"] = export(n.OUTPUT_VALUE, claim.reason, readable=True)
         claims.append(item)
     doc["claims"] = claims
 
@@ -295,7 +295,9 @@ def emit_evaluation(
     if result.label is not None:
         event[n.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
     if result.reason and options.content:
-        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(n.GEN_AI_EVALUATION_EXPLANATION, result.reason)
+        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(
+            n.GEN_AI_EVALUATION_EXPLANATION, result.reason, readable=True
+        )
     if result.error is not None:
         event[n.ERROR_TYPE] = result.error.type
     span.add_event(n.GEN_AI_EVALUATION_RESULT_EVENT, event)
@@ -317,7 +319,7 @@ def emit_evaluation(
         if options.content:
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:
-                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason)
+                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason, readable=True)
         attrs.update(_detector_attributes(claim, options, export))
         span.add_event(n.CLAIM_EVENT, attrs)
     if len(result.claims) > len(shown):
