@@ -105,6 +105,7 @@ class _Partition:
         self.commit_to: int | None = None  # next offset to commit (the first not finished)
         self.committed: int | None = None
         self.finished = 0  # messages committable and not committed yet (counted once committed)
+        self.admitted: asyncio.Future[None] | None = None  # the last message's entry into the scorer
 
     def add(self, offset: int) -> None:
         self.offsets.append(offset)
@@ -302,28 +303,45 @@ class KafkaSource:
         self._highest[key] = max(offset, self._highest.get(key, -1))
         self._buffered_bytes += len(value)
         assert self._loop is not None
-        task = self._loop.create_task(self._score(value))
+        # A message is fed to the scorer only once the one before it in its partition is in the assembler:
+        # a trace's parts are written in order, and a refused part must not let a later one overtake it
+        # (its root would come first and the trace would be taken for one without a retriever).
+        previous, mine = part.admitted, self._loop.create_future()
+        part.admitted = mine
+        task = self._loop.create_task(self._score(value, previous, mine))
         self._tasks[task] = (part, offset, len(value))
         task.add_done_callback(self._finished)
 
-    async def _score(self, value: bytes) -> None:
+    async def _score(
+        self, value: bytes, previous: asyncio.Future[None] | None, mine: asyncio.Future[None]
+    ) -> None:
         """Until the scorer takes the message in full: refusals are retried after the delay they ask for."""
-        while True:
-            try:
-                await self.scorer.export_raw(value, parse_protobuf, whole=True)
-                return
-            except BadRequest:
-                self.counters.kafka_malformed += 1
-                self.scorer.counters.bad_requests += 1
-                return
-            except Saturated as exc:
-                self.counters.kafka_retries += 1
-                await asyncio.sleep(exc.retry_after_s)
-            except Unavailable:
-                if self._stopping or self.scorer.closing:
-                    raise
-                self.counters.kafka_retries += 1
-                await asyncio.sleep(1.0)
+
+        def admitted() -> None:
+            if not mine.done():
+                mine.set_result(None)
+
+        try:
+            if previous is not None:
+                await previous
+            while True:
+                try:
+                    await self.scorer.export_raw(value, parse_protobuf, whole=True, admitted=admitted)
+                    return
+                except BadRequest:
+                    self.counters.kafka_malformed += 1
+                    self.scorer.counters.bad_requests += 1
+                    return
+                except Saturated as exc:
+                    self.counters.kafka_retries += 1
+                    await asyncio.sleep(exc.retry_after_s)
+                except Unavailable:
+                    if self._stopping or self.scorer.closing:
+                        raise
+                    self.counters.kafka_retries += 1
+                    await asyncio.sleep(1.0)
+        finally:
+            admitted()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         part, offset, size = self._tasks.pop(task)
