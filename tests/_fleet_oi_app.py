@@ -31,8 +31,9 @@ QUESTION = "What is the capital of France?"
 
 
 def answer_text(i: int) -> str:
-    # Reworded from the context, so its claims go to the judge; the call number makes it unique.
-    return f"The capital of France is Paris. Call {i} was answered from the retrieved text."
+    # Reworded from the context, so its claims go to the judge; the call number makes it unique. Three
+    # sentences, three claims: the stand-in judge answers three verdicts (its --items default).
+    return f"The capital of France is Paris. Call {i} was answered from the text. The Seine runs through it."
 
 
 class Roots(SpanProcessor):

@@ -133,6 +133,16 @@ def check(group: KafkaFleet, apps: Apps, label: str, record_property: Any) -> Ru
     return run
 
 
+def some_results(group: KafkaFleet) -> None:
+    """Mid-run: some evaluations are back, more are coming (the apps have 25 calls each)."""
+    assert group.collector is not None
+
+    def scored() -> bool:
+        return sum(1 for s in read_spans(group.traces_file) if s["name"] == names.EVALUATION_SPAN) >= 10
+
+    wait_until("some evaluations in the sink", scored, group.collector, 300)
+
+
 def test_every_rag_trace_of_each_app_is_scored_exactly_once(
     kafka_fleet: KafkaFleet, record_property: Any
 ) -> None:
@@ -156,7 +166,7 @@ def test_a_consumer_killed_mid_run_loses_no_trace(kafka_fleet: KafkaFleet, recor
     group = kafka_fleet
     apps = start_apps(group, 25, ("llama",))
     victim = group.scorers[1][0]
-    wait_until("some results", lambda: len(read_spans(group.traces_file)) > 60, apps.decorated[0], 300)
+    some_results(group)
     victim.kill9()  # its partitions move to the other replica once its session times out (10 s)
     apps.wait()
     check(group, apps, "consumer SIGKILLed", record_property)
@@ -167,7 +177,7 @@ def test_a_broker_restart_mid_run_loses_no_trace(
 ) -> None:
     group = kafka_fleet
     apps = start_apps(group, 25, ("llama",))
-    wait_until("some results", lambda: len(read_spans(group.traces_file)) > 60, apps.decorated[0], 300)
+    some_results(group)
     stopped = time.monotonic()
     broker.restart()
     apps.wait()
@@ -180,7 +190,7 @@ def test_a_collector_killed_mid_run_loses_no_trace(kafka_fleet: KafkaFleet, reco
     group = kafka_fleet
     assert group.collector is not None
     apps = start_apps(group, 25, ("llama",), export_timeout_s=60)
-    wait_until("some results", lambda: len(read_spans(group.traces_file)) > 60, apps.decorated[0], 300)
+    some_results(group)
     group.collector.kill9()
     group.start_collector()
     apps.wait()
