@@ -98,8 +98,8 @@ jaeger:
 	@collector/build-jaeger.sh >/dev/null
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks training
+	$(BIN)/ruff format --check src tests examples benchmarks training
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
