@@ -27,6 +27,7 @@ from safetensors.numpy import load_file, save_file
 from training.fetch_base import BASES, sha256_file
 
 GROUP = 64
+SCALE_GROUP = 256
 # Tensors smaller than this stay fp16: they are a rounding error of the size and carry LayerNorm/bias detail.
 MIN_PACKED = 65536
 NF4 = np.array(
@@ -54,20 +55,38 @@ _MIDPOINTS = (NF4[1:] + NF4[:-1]) / 2
 _FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def _quantise(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _quantise(name: str, weight: np.ndarray) -> dict[str, np.ndarray]:
+    """4-bit NormalFloat codes (two per byte) and their scales, themselves stored in 8 bits.
+
+    One absmax scale per :data:`GROUP` weights; the scales are quantised again (QLoRA's "double
+    quantisation"), in 8 bits against one fp32 maximum per :data:`SCALE_GROUP` scales and rounded up, so no
+    weight is clipped: 1.6 MiB less to carry for mpnet-base.
+    """
     groups = weight.astype(np.float32).reshape(-1, GROUP)
-    scales = np.abs(groups).max(axis=1, keepdims=True)
-    scales[scales == 0] = 1.0
-    scales = scales.astype(np.float16)
-    codes = np.searchsorted(_MIDPOINTS, groups / scales.astype(np.float32)).astype(np.uint8).reshape(-1)
-    return (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8), scales.reshape(-1)
+    scales = np.abs(groups).max(axis=1)
+    scales[scales == 0] = np.float32(1e-12)
+    padded = np.pad(scales, (0, -len(scales) % SCALE_GROUP), constant_values=scales.max())
+    top = padded.reshape(-1, SCALE_GROUP).max(axis=1)
+    ratio = padded.reshape(-1, SCALE_GROUP) / top[:, None]
+    scale_codes = np.clip(np.ceil(ratio * 255), 1, 255).astype(np.uint8)
+    # The scale actually used is the one rebuilt from its code: weights are coded against what unpacking sees.
+    used = (scale_codes.astype(np.float32) / 255 * top[:, None]).reshape(-1)[: len(scales)]
+    codes = np.searchsorted(_MIDPOINTS, groups / used[:, None]).astype(np.uint8).reshape(-1)
+    return {
+        f"{name}.q": (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8),
+        f"{name}.s": scale_codes.reshape(-1)[: len(scales)],
+        f"{name}.m": top.astype(np.float32),
+    }
 
 
-def _dequantise(packed: np.ndarray, scales: np.ndarray, shape: list[int]) -> np.ndarray:
+def _dequantise(stored: dict[str, np.ndarray], name: str, shape: list[int]) -> np.ndarray:
+    packed, scale_codes, top = stored[f"{name}.q"], stored[f"{name}.s"], stored[f"{name}.m"]
     codes = np.empty(packed.size * 2, dtype=np.uint8)
     codes[0::2] = packed & 0x0F
     codes[1::2] = packed >> 4
-    values = NF4[codes].reshape(-1, GROUP) * scales.astype(np.float32).reshape(-1, 1)
+    padded = np.pad(scale_codes, (0, -len(scale_codes) % SCALE_GROUP), constant_values=255)
+    scales = (padded.reshape(-1, SCALE_GROUP).astype(np.float32) / 255 * top[:, None]).reshape(-1)
+    values = NF4[codes].reshape(-1, GROUP) * scales[: len(scale_codes), None]
     return values.reshape(shape)
 
 
@@ -77,7 +96,7 @@ def pack(base: Path, out: Path) -> None:
     manifest: dict[str, Any] = {"group": GROUP, "code": "nf4", "tensors": {}}
     for name, tensor in tensors.items():
         if tensor.ndim == 2 and tensor.size >= MIN_PACKED and tensor.size % GROUP == 0:
-            stored[f"{name}.q"], stored[f"{name}.s"] = _quantise(tensor)
+            stored.update(_quantise(name, tensor))
             manifest["tensors"][name] = {"shape": list(tensor.shape), "packed": True}
         else:
             stored[name] = tensor.astype(np.float16)
@@ -108,7 +127,7 @@ def unpack(packed_dir: Path, out: Path) -> None:
     tensors: dict[str, np.ndarray] = {}
     for name, info in manifest["tensors"].items():
         if info["packed"]:
-            tensors[name] = _dequantise(stored[f"{name}.q"], stored[f"{name}.s"], info["shape"])
+            tensors[name] = _dequantise(stored, name, info["shape"])
         else:
             tensors[name] = stored[name].astype(np.float32)
     out.mkdir(parents=True, exist_ok=True)
@@ -235,8 +254,7 @@ def save_transfer(
             and tensor.size >= MIN_PACKED
             and tensor.size % GROUP == 0
         ):
-            q, s = _quantise(tensor.astype(np.float32) - ref.astype(np.float32))
-            stored = {f"{name}.q": q, f"{name}.s": s}
+            stored = _quantise(name, tensor.astype(np.float32) - ref.astype(np.float32))
             manifest["tensors"][name] = {"shape": list(tensor.shape), "delta": True}
         else:
             stored = {name: np.ascontiguousarray(tensor)}
@@ -273,7 +291,7 @@ def load_transfer(
     for name, info in manifest["tensors"].items():
         if info["delta"]:
             assert reference is not None
-            delta = _dequantise(stored[f"{name}.q"], stored[f"{name}.s"], info["shape"])
+            delta = _dequantise(stored, name, info["shape"])
             state[name] = reference[name].astype(np.float32) + delta
         else:
             state[name] = stored[name]
