@@ -1,4 +1,4 @@
-"""The detector recipe's data rules (training/prep.py): rows, grouped splits, token labels and the metrics.
+"""The detector recipe's data rules (training/prep.py): rows, grouped splits and token labels.
 
 Pure Python: these run in the suite without torch. The recipe's torch half (training/train.py) is exercised by
 ``training/run.sh --tiny`` (training/README.md), not here.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,28 +130,6 @@ def test_token_labels_ignore_context_and_special_tokens_and_mark_overlapping_ans
     assert prep.token_labels(offsets, seq_ids, []) == [ig, ig, ig, ig, 0, 0, 0, 0, 0, ig, ig]
     with pytest.raises(ValueError, match="length"):
         prep.token_labels(offsets, seq_ids[:-1], [])
-
-
-def test_auroc_matches_the_pairwise_definition() -> None:
-    assert prep.auroc([0.1, 0.2, 0.8, 0.9], [False, False, True, True]) == 1.0
-    assert prep.auroc([0.9, 0.8, 0.2, 0.1], [False, False, True, True]) == 0.0
-    assert prep.auroc([0.5, 0.5, 0.5], [True, False, False]) == 0.5
-    assert prep.auroc([0.3, 0.4], [True, True]) != prep.auroc([0.3, 0.4], [True, True])  # NaN: one class only
-    rng = random.Random(0)
-    scores = [round(rng.random(), 1) for _ in range(200)]  # rounded: many ties
-    truth = [rng.random() < 0.4 for _ in range(200)]
-    pos = [s for s, t in zip(scores, truth, strict=True) if t]
-    neg = [s for s, t in zip(scores, truth, strict=True) if not t]
-    pairwise = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg) / (len(pos) * len(neg))
-    assert prep.auroc(scores, truth) == pytest.approx(pairwise)
-
-
-def test_balanced_accuracy_averages_the_recall_of_each_class() -> None:
-    # Recall on positives 2/3, on negatives 1/1.
-    assert prep.balanced_accuracy([True, True, False, False], [True, True, True, False]) == pytest.approx(
-        5 / 6
-    )
-    assert prep.balanced_accuracy([True], [True]) != prep.balanced_accuracy([True], [True])  # NaN
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="RAGTruth-QA train file not beside the repo")

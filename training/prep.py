@@ -1,4 +1,4 @@
-"""Training data for the detector: RAGTruth-QA rows → examples, grouped splits, token labels, metrics.
+"""Training data for the detector: RAGTruth-QA rows → examples, grouped splits, token labels.
 
 Pure Python on purpose (no torch, no tokenizer library): the test suite checks these rules without the
 training environment. An :class:`Example` is what the model is trained on: the first segment built by
@@ -17,17 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._contract import inputs
+from ._contract import inputs, metrics
 
 context_segment = inputs.context_segment
 HALLUCINATED_LABEL: int = inputs.HALLUCINATED_LABEL
+# faithtrace eval's own: the recipe's figures and the CLI's are the same computation.
+auroc = metrics.auroc
 
 __all__ = [
     "IGNORE",
     "Example",
     "Splits",
     "auroc",
-    "balanced_accuracy",
     "examples_from_rows",
     "load_rows",
     "split_rows",
@@ -220,39 +221,3 @@ def token_labels(
         else:
             labels.append(FAITHFUL_LABEL)
     return labels
-
-
-def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float:
-    """Area under the ROC curve (ties count half); NaN when one class is missing."""
-    if len(scores) != len(positives):
-        raise ValueError("scores and positives differ in length")
-    pos = [s for s, p in zip(scores, positives, strict=True) if p]
-    neg = [s for s, p in zip(scores, positives, strict=True) if not p]
-    if not pos or not neg:
-        return float("nan")
-    # Rank-sum (Mann-Whitney U) with average ranks for ties: O(n log n), exact.
-    ordered = sorted((s, p) for s, p in zip(scores, positives, strict=True))
-    rank_sum = 0.0
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1][0] == ordered[i][0]:
-            j += 1
-        average_rank = (i + j) / 2 + 1
-        rank_sum += average_rank * sum(1 for k in range(i, j + 1) if ordered[k][1])
-        i = j + 1
-    u = rank_sum - len(pos) * (len(pos) + 1) / 2
-    return u / (len(pos) * len(neg))
-
-
-def balanced_accuracy(predicted: Sequence[bool], positives: Sequence[bool]) -> float:
-    """Mean of the recall on each class; NaN when one class is missing."""
-    if len(predicted) != len(positives):
-        raise ValueError("predicted and positives differ in length")
-    tp = sum(1 for p, y in zip(predicted, positives, strict=True) if p and y)
-    tn = sum(1 for p, y in zip(predicted, positives, strict=True) if not p and not y)
-    n_pos = sum(1 for y in positives if y)
-    n_neg = len(positives) - n_pos
-    if not n_pos or not n_neg:
-        return float("nan")
-    return (tp / n_pos + tn / n_neg) / 2

@@ -37,7 +37,7 @@ from tokenizers import Tokenizer
 from transformers import AutoConfig, AutoModelForTokenClassification
 
 from training import pack_base, prep, synth
-from training._contract import inputs
+from training._contract import inputs, metrics
 
 HALLUCINATED_LABEL: int = inputs.HALLUCINATED_LABEL
 INPUT_NAMES: tuple[str, str] = inputs.INPUT_NAMES
@@ -137,15 +137,17 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
         fn += int((gold & ~pred).sum())
     f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else float("nan")
 
-    def r(x: float) -> float | None:
-        return None if math.isnan(x) else round(x, 4)
-
+    confusion = metrics.Confusion()
+    for hallucinated, score in zip(truth, top, strict=True):
+        confusion.add(hallucinated, score > threshold)
+    area = metrics.auroc(top, truth)
+    ba = confusion.balanced_accuracy
     return {
         "answers": len(data),
         "hallucinated": sum(truth),
-        "auroc": r(prep.auroc(top, truth)),
-        "balanced_accuracy": r(prep.balanced_accuracy([s > threshold for s in top], truth)),
-        "token_f1": r(f1),
+        "auroc": None if area is None else round(area, 4),
+        "balanced_accuracy": None if ba is None else round(ba, 4),
+        "token_f1": None if math.isnan(f1) else round(f1, 4),
         "threshold": threshold,
     }
 
