@@ -142,7 +142,7 @@ def unpack(packed_dir: Path, out: Path) -> None:
                 "name": manifest["source"]["name"],
                 "weights_sha256": manifest["source"]["weights_sha256"],
                 "packed_sha256": manifest["source"]["packed_sha256"],
-                "transport": f"4-bit NormalFloat, groups of {manifest['group']}, fp16 scales "
+                "transport": f"4-bit NormalFloat, groups of {manifest['group']}, 8-bit scales "
                 "(training/pack_base.py)",
             },
             indent=1,

@@ -524,8 +524,7 @@ def run_finish(args: argparse.Namespace) -> None:
         "format_version": FORMAT_VERSION,
         "tiny": bool(args.tiny),
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "base_model": base["name"],
-        "base_model_sha256": base.get("weights_sha256"),
+        **_base_fields(bool(args.tiny), base),
         "architecture": manifest["architecture"],
         "parameters": manifest["parameters"],
         "max_length": args.max_length,
@@ -545,17 +544,46 @@ def run_finish(args: argparse.Namespace) -> None:
         "figures": results,
         "files": {},
     }
-    card = string.Template((Path(__file__).parent / "MODEL_CARD.template.md").read_text())
-    (args.out / "MODEL_CARD.md").write_text(card.safe_substitute(_card_fields(meta)))
-    for name in ("model.onnx", "tokenizer.json", "MODEL_CARD.md"):
-        meta["files"][name] = sha256_file(args.out / name)
-    (args.out / "detector.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_card_and_metadata(args.out, meta)
     if not args.keep_work:
         shutil.rmtree(work)
     log(
         f"wrote {args.out}: model.onnx {int8_path.stat().st_size / 1e6:.1f} MB; finishing took "
         f"{time.monotonic() - started:.0f} s"
     )
+
+
+def _base_fields(tiny: bool, base: dict[str, Any]) -> dict[str, Any]:
+    """What the model starts from: a tiny model borrows only its base's tokenizer and (scaled-down) config."""
+    if tiny:
+        return {"base_model": None, "base_model_sha256": None, "tokenizer_from": base["name"]}
+    return {
+        "base_model": base["name"],
+        "base_model_sha256": base.get("weights_sha256"),
+        "tokenizer_from": base["name"],
+    }
+
+
+def write_card_and_metadata(out: Path, meta: dict[str, Any]) -> None:
+    """``MODEL_CARD.md`` from the template, then ``detector.json`` with the sha256 of every file."""
+    card = string.Template((Path(__file__).parent / "MODEL_CARD.template.md").read_text())
+    (out / "MODEL_CARD.md").write_text(card.safe_substitute(_card_fields(meta)))
+    meta["files"] = {
+        name: sha256_file(out / name) for name in ("model.onnx", "tokenizer.json", "MODEL_CARD.md")
+    }
+    (out / "detector.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def rewrite_card(out: Path) -> None:
+    """Render the card again from ``detector.json`` (after a template change), keeping every figure."""
+    meta = json.loads((out / "detector.json").read_text())
+    base = {
+        "name": meta.get("tokenizer_from") or meta["base_model"],
+        "weights_sha256": meta["base_model_sha256"],
+    }
+    meta.update(_base_fields(meta["tiny"], base))
+    write_card_and_metadata(out, meta)
+    log(f"rewrote {out}/MODEL_CARD.md and detector.json")
 
 
 def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
@@ -570,12 +598,16 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
     return {
         "title": ("TINY TEST MODEL - not for use: " if meta["tiny"] else "") + "faithtrace detector",
         "tiny_note": (
-            "This is a tiny, randomly initialised model trained for minutes on a CPU so that tests run "
-            "a real model. Its figures are near chance. Never use it to judge answers."
+            "This is a tiny model (2 layers, random start) trained on a CPU so that the tests run a real "
+            "model end to end. Its figures are near chance. Never use it to judge answers."
             if meta["tiny"]
             else "Trained with training/run.sh; figures below are the shipped int8 file's."
         ),
-        "base_model": meta["base_model"],
+        "base_model": (
+            f"none (random weights; the tokenizer of {meta['tokenizer_from']} and its config scaled down)"
+            if meta["tiny"]
+            else f"{meta['base_model']}, Apache-2.0"
+        ),
         "architecture": meta["architecture"],
         "parameters": f"{meta['parameters'] / 1e6:.2f}M",
         "max_length": str(meta["max_length"]),
@@ -592,8 +624,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "phase",
-        choices=("train", "finish", "all"),
-        help="train: weights into --transfer; finish: --transfer into a model folder (--out); all: both",
+        choices=("train", "finish", "all", "card"),
+        help="train: weights into --transfer; finish: --transfer into a model folder (--out); all: both; "
+        "card: render OUT's MODEL_CARD.md again from its detector.json",
     )
     p.add_argument(
         "--transfer", type=Path, help="the trained weights between the phases (default OUT/.transfer)"
@@ -601,7 +634,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--base",
         type=Path,
-        required=True,
         help="model folder: config.json, model.safetensors, tokenizer.json",
     )
     p.add_argument("--base-name", default="sentence-transformers/all-mpnet-base-v2")
@@ -637,6 +669,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.phase == "card":
+        rewrite_card(args.out)
+        return
+    if args.base is None:
+        sys.exit("--base is needed: a model folder with config.json, model.safetensors and tokenizer.json")
     if args.transfer is None:
         if args.out is None:
             sys.exit("--transfer or --out is needed")
