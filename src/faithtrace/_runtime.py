@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace import _internal, _thread_watch
+from faithtrace import _host_state, _internal, _thread_watch
 from faithtrace._config import Settings, build_settings
 from faithtrace._pending import Job, Offer, PendingSpan
 from faithtrace._sampling import Sampler
@@ -245,16 +245,34 @@ RUNTIME: Runtime | None = None
 _swap_lock = threading.Lock()
 
 
+_first_use_lock = threading.Lock()
+
+
 def current() -> Runtime:
-    """The runtime; built from the environment on first use when ``configure()`` was never called."""
-    global RUNTIME
+    """The runtime. When ``configure()`` was never called, the first use configures faithtrace from the
+    environment exactly as a bare ``configure()`` would, once: the ``OTEL_*`` and ``FAITHTRACE_*`` variables
+    alone set up the exporters (OTLP, Prometheus) as OpenTelemetry users expect."""
     rt = RUNTIME
     if rt is None:
+        with _first_use_lock:
+            if RUNTIME is None:
+                _configure_from_environment()
+        rt = RUNTIME
+        assert rt is not None
+    return rt
+
+
+def _configure_from_environment() -> None:
+    global RUNTIME
+    try:
+        install(build_settings())
+    except Exception as exc:
+        # An exporter that cannot start (a port in use, a missing extra) must not break the host's call: score
+        # into the global providers instead, as before this first use configured anything.
+        _internal.internal_error("configuring from the environment", exc)
         with _swap_lock:
             if RUNTIME is None:
                 RUNTIME = Runtime(build_settings())
-            rt = RUNTIME
-    return rt
 
 
 def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
@@ -263,8 +281,7 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
     global RUNTIME
     tp = setup.tracer_provider_for(settings, tracer_provider)
     mp = setup.meter_provider_for(settings, meter_provider)
-    if setup.owns_providers():
-        _register_at_exit()
+    _register_at_exit()
     new = Runtime(settings, tp, mp)
     with _swap_lock:
         old, RUNTIME = RUNTIME, new
@@ -337,12 +354,14 @@ def _queue_depth() -> int:
 
 def _at_exit() -> None:
     rt = RUNTIME
-    if rt is None or (rt._worker is None and not setup.owns_providers()):
-        return
-    try:
-        shutdown(rt.settings.worker.shutdown_timeout_s)
-    except Exception as exc:  # never turn a clean exit into a traceback
-        _internal.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
+    if rt is not None and (rt._worker is not None or setup.owns_providers()):
+        try:
+            shutdown(rt.settings.worker.shutdown_timeout_s)
+        except Exception as exc:  # never turn a clean exit into a traceback
+            _internal.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
+    # litellm's own exit handlers (its logging worker's flush), kept off the host's list at import: they run
+    # here, after faithtrace's last judge call.
+    _host_state.run_deferred_exit_handlers()
 
 
 def _after_fork_in_child() -> None:
@@ -353,17 +372,31 @@ def _after_fork_in_child() -> None:
         rt.after_fork()
 
 
+_at_exit_lock = threading.Lock()
 _at_exit_registered = False
 
 
 def _register_at_exit() -> None:
-    """Register the exit flush late, when the first worker starts: atexit runs handlers last-in first-out, and
-    ours must run before the SDK's own exit hooks shut the app's providers down (they register when the app
-    creates them, usually after ``import faithtrace``)."""
+    """Register the exit flush once, from ``configure()`` or the first worker's start.
+
+    It goes on the interpreter's threading shutdown hooks (where ``concurrent.futures`` registers its own),
+    not on the host's ``atexit`` list: those hooks run before every ``atexit`` handler, so our last
+    evaluations are exported before the SDK's exit hooks shut the app's providers down, whichever was created
+    first, and the host's list of exit handlers stays as it was. ``atexit`` is the fallback where the hook is
+    missing (another Python implementation)."""
     global _at_exit_registered
-    if not _at_exit_registered:
+    with _at_exit_lock:
+        if _at_exit_registered:
+            return
         _at_exit_registered = True
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
         atexit.register(_at_exit)
+        return
+    try:
+        register(_at_exit)
+    except RuntimeError:  # the interpreter is already shutting down: nothing left to flush into
+        pass
 
 
 ft_metrics.queue_depth = _queue_depth
