@@ -4,7 +4,7 @@ Rows come from a RAGTruth QA JSONL file (``question``, ``contexts``, ``answer``,
 hallucinated). By default a balanced subset is drawn with a fixed seed (``--limit`` rows per label), because
 on this CPU one evaluation takes tens of seconds per system. Every system uses the same judge: the embedded
 local judge unless ``--judge-model`` names a litellm model (``--api-base``/``--api-key`` for an
-OpenAI-compatible server). DeepEval and RAGAS run in their own venv (see README), as a subprocess, one
+OpenAI-compatible server). DeepEval and RAGAS run in their own venv (benchmarks/README.md), a subprocess, one
 after the other.
 
 Per system: balanced accuracy at the system's own pass threshold, AUROC of its score against the labels, LLM
@@ -215,7 +215,7 @@ def resolve_judge(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
         endpoint["timeout"] = args.timeout
         endpoint["schema_grammar"] = args.schema_grammar
         return settings, endpoint, args.judge_model
-    from faithtrace.judge.local import ensure_local_judge
+    from faithtrace.judge.local.endpoint import ensure_local_judge
 
     ep = ensure_local_judge(progress=lambda msg: print(f"  local judge: {msg}", flush=True))
     # faithtrace gets its embedded judge (model=None); the peers the very same server and model.
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="which balanced subset")
     p.add_argument(
         "--ids-from",
-        help="a result JSON of this script: only its rows (row_ids), e.g. results/accuracy-holdout.json",
+        help="a JSON with row_ids (a result of this script, or data/ids-holdout.json): only those rows",
     )
     p.add_argument("--systems", default="faithtrace,deepeval,ragas", help="comma list; length is always run")
     p.add_argument("--judge-model", help="litellm model for every system (default: the embedded local judge)")

@@ -32,7 +32,8 @@ TESTS = str(Path(__file__).resolve().parent)
 
 def _run(code: str, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
     # A clean environment: the suite's own conftest sets variables (LITELLM_*, PYTEST_*) that hide changes.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHTRACE_", "LITELLM_", "PYTEST_", "OTEL_"))}
+    ours = ("FAITHTRACE_", "LITELLM_", "PYTEST_", "OTEL_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
     env.pop("TIKTOKEN_CACHE_DIR", None)
     env.update(env_extra or {}, PYTHONPATH=os.pathsep.join([SRC, TESTS]))
     proc = subprocess.run(
@@ -76,8 +77,9 @@ _HOST = """
         loggers = {}
         for name, logger in sorted(logging.root.manager.loggerDict.items()):
             if isinstance(logger, logging.Logger):
-                loggers[name] = [logger.level, [repr(h) for h in logger.handlers],
-                                 [type(f).__qualname__ for f in logger.filters], logger.propagate, logger.disabled]
+                handlers = [repr(h) for h in logger.handlers]
+                filters = [type(f).__qualname__ for f in logger.filters]
+                loggers[name] = [logger.level, handlers, filters, logger.propagate, logger.disabled]
         root = logging.getLogger()
         return {
             "loggers": loggers,
@@ -144,7 +146,7 @@ def test_litellm_exit_handlers_still_run_at_exit_after_faithtraces_own(fake_judg
         """
     import atexit, json
     import faithtrace
-    from faithtrace import _host_state
+    from faithtrace._common import host_state as _host_state
     faithtrace.evaluate("Sky?", ["The sky is blue."], "Blue is the sky.")
     deferred = [f"{f.__module__}.{f.__qualname__}" for f, _a, _k in _host_state._deferred_exit]
     print(json.dumps({"deferred": deferred}))
@@ -233,4 +235,5 @@ def test_prometheus_variable_alone_serves_metrics_without_configure(fake_judge: 
     """,
         {**_judge_env(fake_judge), "FAITHTRACE_PROMETHEUS_PORT": "0"},
     )
-    assert 'faithtrace_evaluations_total{faithtrace_function="bot",faithtrace_outcome="scored"' in result["metrics"]
+    scored = 'faithtrace_evaluations_total{faithtrace_function="bot",faithtrace_outcome="scored"'
+    assert scored in result["metrics"]
