@@ -2,9 +2,9 @@
 
 Importing litellm rewrites process-wide state that belongs to the host: it sets the ``httpx`` logger to
 WARNING (the host's INFO "HTTP Request" lines vanish), adds redaction filters to the ``asyncio``, ``httpx``
-and ``uvicorn.*`` loggers (the host's access lines are rewritten), inserts ``warnings`` filters, registers exit
-handlers and sets environment variables. faithtrace imports it lazily, on its first evaluation, so without
-this the host's logging would change mid-run.
+and ``uvicorn.*`` loggers (the host's access lines are rewritten), inserts ``warnings`` filters, registers
+exit handlers and sets environment variables. faithtrace imports it lazily, on its first evaluation, so
+without this the host's logging would change mid-run.
 
 :func:`preserved` snapshots that state, runs the import, and puts it back:
 
@@ -16,9 +16,11 @@ this the host's logging would change mid-run.
   that later uses one of those names (``apscheduler``, ``backoff``) gets stock behaviour; the loggers of the
   library being imported (``muted``: litellm's ``LiteLLM`` loggers come with a stderr handler) print nothing:
   faithtrace reports its judge's failures itself.
-- Exit handlers registered by the importing thread are taken back and kept here; faithtrace's own exit
-  flush runs them (:func:`run_deferred_exit_handlers`), so cleanup still happens, once, after faithtrace's
-  last evaluation, and the host's count of exit handlers does not change.
+- Exit handlers registered by the importing thread are taken back and kept here, and run once at exit
+  (:func:`run_deferred_exit_handlers`) from the interpreter's threading shutdown hooks, so the cleanup still
+  happens (litellm closes its HTTP sessions) and the host's list of exit handlers does not change. That hook
+  is registered when this module is imported, before faithtrace's exit flush registers its own: the hooks run
+  last-registered first, so litellm's cleanup comes after faithtrace's last judge call.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["preserved", "run_deferred_exit_handlers"]
+__all__ = ["preserved", "register_exit_runner", "run_deferred_exit_handlers"]
 
 _deferred_exit: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
 _deferred_lock = threading.Lock()
@@ -149,3 +151,26 @@ def run_deferred_exit_handlers() -> None:
     for func, args, kwargs in handlers:
         with contextlib.suppress(Exception):
             func(*args, **kwargs)
+
+
+_runner_registered = False
+
+
+def register_exit_runner() -> None:
+    """Put :func:`run_deferred_exit_handlers` on the threading shutdown hooks, once. faithtrace's exit flush
+    calls this before registering itself, so that it runs first and these handlers after it."""
+    global _runner_registered
+    with _deferred_lock:
+        if _runner_registered:
+            return
+        _runner_registered = True
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # another Python implementation: the host's atexit list it is
+        atexit.register(run_deferred_exit_handlers)
+        return
+    # RuntimeError: imported while the interpreter shuts down; there is nothing to defer then.
+    with contextlib.suppress(RuntimeError):
+        register(run_deferred_exit_handlers)
+
+
+register_exit_runner()

@@ -356,14 +356,13 @@ def _queue_depth() -> int:
 
 def _at_exit() -> None:
     rt = RUNTIME
-    if rt is not None and (rt._worker is not None or setup.owns_providers()):
-        try:
-            shutdown(rt.settings.worker.shutdown_timeout_s)
-        except Exception as exc:  # never turn a clean exit into a traceback
-            safety.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
-    # litellm's own exit handlers (its logging worker's flush), kept off the host's list at import: they run
-    # here, after faithtrace's last judge call.
-    host_state.run_deferred_exit_handlers()
+    if rt is None or (rt._worker is None and not setup.owns_providers()):
+        return
+    try:
+        shutdown(rt.settings.worker.shutdown_timeout_s)
+    except Exception as exc:  # never turn a clean exit into a traceback
+        safety.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
+
 
 
 def _after_fork_in_child() -> None:
@@ -391,6 +390,7 @@ def _register_at_exit() -> None:
         if _at_exit_registered:
             return
         _at_exit_registered = True
+    host_state.register_exit_runner()  # first: the hooks run last-registered first
     register = getattr(threading, "_register_atexit", None)
     if register is None:
         atexit.register(_at_exit)
