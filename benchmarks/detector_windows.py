@@ -80,6 +80,8 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         labels = [t for r in records for t in r["token_labels"]]
         sev_truth = [r["hallucinated"] for r in several]
         sev_risk = [max(r["probs"][c], default=0.0) for r in several]
+        sev_tokens = [p for r in several for p in r["probs"][c]]
+        sev_labels = [t for r in several for t in r["token_labels"]]
         out.append(
             {
                 "combination": c,
@@ -89,6 +91,7 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "token_auroc": metrics.auroc(labels, tokens),
                 "rows_with_several_windows": len(several),
                 "answer_auroc_several_windows": metrics.auroc(sev_truth, sev_risk),
+                "token_auroc_several_windows": metrics.auroc(sev_labels, sev_tokens),
             }
         )
     return out
@@ -121,17 +124,10 @@ def main() -> int:
     summary = summarise(records)
     name = model.name + (" (TINY test model: figures not meaningful)" if model.metadata.get("tiny") else "")
     print(f"\n{name}, {model.max_length}-token windows, {len(rows)} rows of {Path(args.data).name}\n")
-    headers = [
-        "combination",
-        "rows",
-        "answer AUROC",
-        "bal.acc@0.5",
-        "token AUROC",
-        ">1 window",
-        "AUROC there",
-    ]
+    headers = ["combination", "rows", "answer AUROC", "bal.acc@0.5", "token AUROC"]
+    headers += [">1 window", "answer AUROC there", "token AUROC there"]
     keys = ["combination", "rows", "answer_auroc", "balanced_accuracy", "token_auroc"]
-    keys += ["rows_with_several_windows", "answer_auroc_several_windows"]
+    keys += ["rows_with_several_windows", "answer_auroc_several_windows", "token_auroc_several_windows"]
     print(_common.table(headers, [[s[k] for k in keys] for s in summary]))
     print(f"\n{elapsed:.0f} s for {sum(r['windows'] for r in records)} windows")
     out = args.out or _common.RESULTS_DIR / "detector_windows.json"
