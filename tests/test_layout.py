@@ -127,8 +127,9 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
         assert not edges[module] & request_path, module
     for module in ("faithtrace._worker", "faithtrace._pending", "faithtrace._telemetry.spans"):
         assert "faithtrace._runtime" not in edges[module]
-    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors and options.
-    allowed = {"faithtrace._errors", "faithtrace._internal", "faithtrace._options"}
+    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options and text
+    # repair (a leaf module).
+    allowed = {"faithtrace._errors", "faithtrace._internal", "faithtrace._options", "faithtrace._unicode"}
     allowed |= {"faithtrace._option", "faithtrace._option_table"}
     for module in edges:
         if module.startswith(("faithtrace.scoring", "faithtrace.judge")):

@@ -14,7 +14,7 @@ from faithtrace._errors import ConfigError, FaithtraceError, LocalJudgeError
 from faithtrace._evaluate import get_judge
 from faithtrace.cli_output import Output
 from faithtrace.judge.client import Judge
-from faithtrace.scoring.models import FaithfulnessResult, IdkPolicy
+from faithtrace.scoring.models import STATUS_TEXT, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
@@ -149,7 +149,10 @@ def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
 
 
 def _print_result(out: Output, result: FaithfulnessResult) -> None:
-    rows = [[str(i + 1), c.verdict, c.text, c.reason or ""] for i, c in enumerate(result.claims)]
+    rows = [
+        [str(i + 1), f"{c.verdict} ({STATUS_TEXT[c.status]})", c.text, c.reason or ""]
+        for i, c in enumerate(result.claims)
+    ]
     rows += [["-", "not judged", text, "not counted in the score"] for text in result.unjudged]
     if rows:
         out.table("claims", ["#", "verdict", "claim", "reason"], rows)

@@ -9,11 +9,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from faithtrace.judge.calls import LLMCall
 
 __all__ = [
+    "ClaimStatus",
     "ClaimVerdict",
     "ErrorInfo",
     "FaithfulnessResult",
@@ -26,6 +27,14 @@ __all__ = [
 ]
 
 Verdict = Literal["yes", "no", "idk"]
+# What a claim's verdict means to a reader, in words (``ClaimVerdict.status``; ``STATUS_TEXT`` shows them).
+ClaimStatus = Literal["supported", "contradicted", "not_in_documents", "not_confirmed"]
+STATUS_TEXT: dict[ClaimStatus, str] = {
+    "supported": "supported",
+    "contradicted": "contradicted",
+    "not_in_documents": "not in the documents",
+    "not_confirmed": "not confirmed",
+}
 
 
 class Outcome(StrEnum):
@@ -34,6 +43,7 @@ class Outcome(StrEnum):
     SCORED = "scored"
     NO_CLAIMS = "no_claims"  # the answer states nothing checkable: no score, never 1.0
     NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
+    INPUT_ERROR = "input_error"  # the texts could not be scored as given (a wrong type, unsendable text)
     ERROR = "error"
 
 
@@ -56,7 +66,9 @@ class ClaimVerdict(BaseModel):
     the judge said). ``check_verdict`` is the lexical check's own view of a judged claim; when it differs
     from ``judge_verdict`` the two disagree (``disagreement``), whatever the policy made of it.
     ``p_supported`` is the judge's probability that the claim is supported, read from the verdict token's
-    log-probabilities where the judge returns them (the embedded judge does).
+    log-probabilities where the judge returns them (the embedded judge does). A "yes" written with less than
+    ``ScoringOptions.min_p_supported`` counts as "idk" (``judge_verdict`` stays "yes"): the judge was unsure,
+    which is not a contradiction. ``status`` says which of these a reader is looking at.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,6 +80,20 @@ class ClaimVerdict(BaseModel):
     judge_verdict: Verdict | None = None
     check_verdict: Verdict | None = None
     p_supported: float | None = Field(default=None, ge=0.0, le=1.0)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> ClaimStatus:
+        """``supported`` (yes), ``contradicted`` (no: the judge's "no" or a mechanical contradiction),
+        ``not_confirmed`` (idk because the judge wrote "yes" without enough confidence) or
+        ``not_in_documents`` (any other idk: the judge's own, or the checks found words no document uses)."""
+        if self.verdict == "yes":
+            return "supported"
+        if self.verdict == "no":
+            return "contradicted"
+        if self.decided_by == "judge" and self.judge_verdict == "yes":
+            return "not_confirmed"
+        return "not_in_documents"
 
     @property
     def disagreement(self) -> bool:
