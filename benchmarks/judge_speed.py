@@ -10,7 +10,7 @@ and prints seconds for:
 - a verdict reply as faithtrace asks for it (JSON schema grammar, top-5 log-probabilities, temperature 0,
   the server's repeat penalty) for ``--claims`` claims, its prompt already cached, so the time is the output
   tokens': first with llama-cpp-python's own sampling and log-probability code, then with faithtrace's
-  server patches (``faithtrace.judge._llama_speed``). The two replies must be the same; it says so.
+  server patches (``faithtrace.judge.local.llama_speed``). The two replies must be the same; it says so.
 
     python benchmarks/judge_speed.py                   # 1,200 prompt tokens, 2 threads
     python benchmarks/judge_speed.py --threads 1
@@ -24,7 +24,7 @@ import argparse
 import time
 from typing import Any
 
-from faithtrace.judge._model import ensure_bundled_model
+from faithtrace.judge.local.model import ensure_bundled_model
 
 # Prose of the kind the judge reads (documents, claims); repeated to the length asked for.
 _TEXT = (
@@ -67,7 +67,7 @@ def _timed_reply(llm: Any, messages: list[dict[str, str]], schema: dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     import llama_cpp
 
-    from faithtrace.judge import _llama_speed
+    from faithtrace.judge.local import llama_speed
     from faithtrace.scoring import prompts, steps
 
     fmt = argparse.RawDescriptionHelpFormatter
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     every = min(_timed_eval(llm, tokens) for _ in range(2))
     own_s, own = _timed_reply(llm, messages, schema)
-    _llama_speed.install()  # this process only: what faithtrace's judge server runs with
+    llama_speed.install()  # this process only: what faithtrace's judge server runs with
     last = min(_timed_eval(llm, tokens) for _ in range(2))
     start = time.perf_counter()
     for tok in tokens[: args.decode]:

@@ -161,8 +161,9 @@ def _handler(fake: FakeJudge) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def fake_judge() -> Iterator[FakeJudge]:
+@contextlib.contextmanager
+def running_fake_judge() -> Iterator[FakeJudge]:
+    """A fake judge served on 127.0.0.1 for the duration of the block (the docs' snippets use it too)."""
     fake = FakeJudge()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
@@ -176,3 +177,9 @@ def fake_judge() -> Iterator[FakeJudge]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def fake_judge() -> Iterator[FakeJudge]:
+    with running_fake_judge() as fake:
+        yield fake

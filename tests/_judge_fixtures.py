@@ -10,7 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from faithtrace.judge.local import LocalEndpoint, ensure_local_judge, local_judge_status, stop_local_judge
+from faithtrace.judge.local.endpoint import (
+    LocalEndpoint,
+    ensure_local_judge,
+    local_judge_status,
+    stop_local_judge,
+)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from faithtrace import (
     ScoringOptions,
     WorkerOptions,
 )
-from faithtrace._config import DEFAULT_PROMETHEUS_PORT, build_settings
+from faithtrace._config.settings import DEFAULT_PROMETHEUS_PORT, build_settings
 
 
 def test_defaults() -> None:

@@ -1,4 +1,4 @@
-"""The option table: every option model and env read goes through it, and the README's table is generated."""
+"""The option table: every option model and env read goes through it, and the docs' table is generated."""
 
 from __future__ import annotations
 
@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 
 from _trace_fixtures import clean_env  # noqa: F401  (autouse)
-from faithtrace import (
-    CaptureOptions,
-    JudgeSettings,
-    SamplingOptions,
-    ScoringOptions,
-    WorkerOptions,
-    _config_doc,
-    _options,
-)
-from faithtrace._config import build_settings
+from faithtrace import CaptureOptions, JudgeSettings, SamplingOptions, ScoringOptions, WorkerOptions
+from faithtrace._config import doc, options
+from faithtrace._config.settings import build_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "faithtrace"
@@ -31,21 +24,21 @@ MODELS = {
 }
 
 
-def test_readme_table_is_generated_from_the_option_table() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert _config_doc.render(readme) == readme, "run: python -m faithtrace._config_doc --write"
-    for option in _options.OPTIONS.values():
+def test_the_docs_table_is_generated_from_the_option_table() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert doc.render(page) == page, "run: python -m faithtrace._config.doc --write"
+    for option in options.OPTIONS.values():
         for var in option.env:
-            assert f"`{var}`" in readme
+            assert f"`{var}`" in page
 
 
-def test_the_check_fails_on_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{_config_doc.BEGIN}\n| stale |\n{_config_doc.END}\nafter\n", encoding="utf-8")
-    assert _config_doc.main(["--readme", str(readme), "--check"]) == 1
-    assert _config_doc.main(["--readme", str(readme), "--write"]) == 0
-    assert _config_doc.main(["--readme", str(readme), "--check"]) == 0
-    text = readme.read_text(encoding="utf-8")
+def test_the_check_fails_on_a_stale_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "configuration.md"
+    page.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
+    assert doc.main(["--page", str(page), "--check"]) == 1
+    assert doc.main(["--page", str(page), "--write"]) == 0
+    assert doc.main(["--page", str(page), "--check"]) == 0
+    text = page.read_text(encoding="utf-8")
     assert "`FAITHTRACE_SAMPLE_RATE`" in text
     assert text.endswith("after\n")
     assert "| stale |" not in text
@@ -54,7 +47,7 @@ def test_the_check_fails_on_a_stale_readme(tmp_path: Path, capsys: pytest.Captur
 @pytest.mark.parametrize("group", sorted(MODELS))
 def test_every_model_field_is_one_table_row_and_back(group: str) -> None:
     model = MODELS[group]
-    rows = {o.name: o for o in _options.group(group)}
+    rows = {o.name: o for o in options.group(group)}
     assert set(model.model_fields) == set(rows)
     instance = model()
     for name, option in rows.items():
@@ -70,7 +63,7 @@ def test_every_model_field_is_one_table_row_and_back(group: str) -> None:
 def test_env_and_arguments_share_the_bounds(group: str, caplog: pytest.LogCaptureFixture) -> None:
     """For each bounded option with a variable: a value out of bounds is refused both ways."""
     model = MODELS[group]
-    for option in _options.group(group):
+    for option in options.group(group):
         bad = None
         if option.ge is not None:
             bad = option.ge - 1
@@ -85,7 +78,7 @@ def test_env_and_arguments_share_the_bounds(group: str, caplog: pytest.LogCaptur
             model(**{option.name: bad})
         for var in option.env:
             with caplog.at_level(logging.WARNING, logger="faithtrace"):
-                assert option.name not in _options.env_values(group, {var: str(bad)})
+                assert option.name not in options.env_values(group, {var: str(bad)})
             assert any(var in r.getMessage() for r in caplog.records)
 
 
@@ -126,7 +119,8 @@ def test_otlp_variables_follow_the_otel_spec() -> None:
 
 
 def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faithtrace.judge import _server, local
+    from faithtrace.judge.local import endpoint as local
+    from faithtrace.judge.local import process as _server
 
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_N_CTX", "4096")
     monkeypatch.setenv("FAITHTRACE_LOCAL_JUDGE_THREADS", "3")
@@ -136,13 +130,13 @@ def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: p
 
 # Reads of the environment outside the option table, each for a reason that is not an option of ours.
 _ENV_READS_ALLOWED = {
-    "_options.py": "the table's reader",
-    "_internal.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
-    "judge/_server.py": "the environment handed to the judge server's process",
-    "judge/_serve.py": "runs inside the judge server's own process",
-    "judge/_model.py": "XDG_CACHE_HOME, the base-directory convention",
-    "judge/_litellm.py": "restores the environment around litellm's import",
-    "judge/local.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
+    "_config/options.py": "the table's reader",
+    "_common/safety.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
+    "judge/local/process.py": "the environment handed to the judge server's process",
+    "judge/local/server.py": "runs inside the judge server's own process",
+    "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",
+    "judge/llm/_litellm.py": "restores the environment around litellm's import",
+    "judge/local/endpoint.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
 }
 
 
@@ -162,7 +156,7 @@ def test_no_module_reads_the_environment_outside_the_table() -> None:
                 readers.add(rel)
                 if rel not in _ENV_READS_ALLOWED:
                     offenders.append(f"{rel}:{node.lineno}")
-    assert not offenders, f"read these through faithtrace._options: {offenders}"
+    assert not offenders, f"read these through faithtrace._config.options: {offenders}"
     assert readers == set(_ENV_READS_ALLOWED)  # an exception no longer needed leaves the list
 
 
@@ -170,10 +164,10 @@ def test_a_configure_argument_is_checked_against_the_table() -> None:
     from faithtrace import ConfigError
 
     env = {"FAITHTRACE_PROMETHEUS_PORT": "9999"}
-    assert _options.resolve("configure.prometheus_port", None, env) == 9999
-    assert _options.resolve("configure.prometheus_port", 8000, env) == 8000
-    assert _options.resolve("configure.prometheus_port", None, {}) is None
+    assert options.resolve("configure.prometheus_port", None, env) == 9999
+    assert options.resolve("configure.prometheus_port", 8000, env) == 8000
+    assert options.resolve("configure.prometheus_port", None, {}) is None
     with pytest.raises(ConfigError, match="prometheus_port: must be <= 65535"):
-        _options.resolve("configure.prometheus_port", 70000, env)
+        options.resolve("configure.prometheus_port", 70000, env)
     with pytest.raises(ConfigError, match="traces_protocol: expected one of"):
-        _options.resolve("otel.traces_protocol", "carrier-pigeon")
+        options.resolve("otel.traces_protocol", "carrier-pigeon")

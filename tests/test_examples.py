@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import faithtrace
 from _fake_judge import MODEL, FakeJudge
 from faithtrace._telemetry import names as n
-from faithtrace.judge.local import LocalEndpoint
+from faithtrace.judge.local.endpoint import LocalEndpoint
 from faithtrace.testing import FaithtraceCapture
 
 ROOT = Path(__file__).resolve().parents[1]

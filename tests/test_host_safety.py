@@ -15,7 +15,7 @@ import faithtrace
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import LocalJudgeError, trace_faithfulness
-from faithtrace._internal import _last_warned
+from faithtrace._common.safety import _last_warned
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
 from faithtrace.testing import FaithtraceCapture
@@ -33,7 +33,7 @@ def _judge_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_missing_local_judge_is_said_once_with_the_fix(
     ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from faithtrace.judge import local
+    from faithtrace.judge.local import endpoint as local
 
     def missing() -> Any:
         raise LocalJudgeError(
@@ -99,7 +99,7 @@ def test_a_taken_prometheus_port_never_stops_the_app(caplog: pytest.LogCaptureFi
 
 
 def test_installed_providers_carry_a_service_name_and_an_instance_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    from faithtrace._config import build_settings
+    from faithtrace._config.settings import build_settings
 
     monkeypatch.setenv("OTEL_SERVICE_NAME", "rag-api")
     named = setup._resource(build_settings()).attributes

@@ -14,7 +14,7 @@ from _scoring_fixtures import (
     fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
 )
 from faithtrace import JudgeError
-from faithtrace.judge.client import Judge, OutputRejected
+from faithtrace.judge.llm.client import Judge, OutputRejected
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "Task: break the answer please"}]
 
@@ -156,7 +156,7 @@ async def test_local_judge_is_asked_without_a_repeat_penalty(
     # llama-cpp-python's server penalises by default (1.1) every token the reply already holds: a verdict
     # list would make each "yes" less likely the more claims before it were supported. Greedy, unpenalised
     # decoding for the embedded judge; a configured model gets no such parameter.
-    from faithtrace.judge import local
+    from faithtrace.judge.local import endpoint as local
 
     def fake_local() -> local.LocalEndpoint:
         return local.LocalEndpoint("openai/fake-judge", fake_judge.url, "sk-local", "faithtrace-local/fake")

@@ -108,8 +108,11 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_the_checker_sees_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     edges = graph()
-    assert "faithtrace._worker" in edges["faithtrace._runtime"]  # module-level imports are seen
-    assert "faithtrace._runtime" not in edges["faithtrace._streams"]  # TYPE_CHECKING imports are not
+    assert (
+        "faithtrace._runtime.worker" in edges["faithtrace._runtime.runtime"]
+    )  # module-level imports are seen
+    # TYPE_CHECKING imports are not
+    assert "faithtrace._runtime.runtime" not in edges["faithtrace._request.streams"]
 
 
 def test_no_import_cycles_in_the_package() -> None:
@@ -120,17 +123,27 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
     """The request path (decorator, streams, traced calls, pending spans, capture, sampling) reaches the
     runtime; nothing below it imports the request path back."""
     edges = graph()
-    request_path = {"faithtrace._decorator", "faithtrace._streams", "faithtrace._chat_streams"}
-    request_path.add("faithtrace._traced")
+    request_path = {
+        "faithtrace._request.decorator",
+        "faithtrace._request.streams",
+        "faithtrace._request.chat_streams",
+    }
+    request_path.add("faithtrace._request.traced_function")
     lower = [m for m in edges if m not in request_path and m != "faithtrace"]
     for module in lower:
         assert not edges[module] & request_path, module
-    for module in ("faithtrace._worker", "faithtrace._pending", "faithtrace._telemetry.spans"):
-        assert "faithtrace._runtime" not in edges[module]
-    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options and text
-    # repair (a leaf module).
-    allowed = {"faithtrace._errors", "faithtrace._internal", "faithtrace._options", "faithtrace._unicode"}
-    allowed |= {"faithtrace._option", "faithtrace._option_table"}
+    for module in (
+        "faithtrace._runtime.worker",
+        "faithtrace._runtime.pending_span",
+        "faithtrace._telemetry.spans",
+    ):
+        assert "faithtrace._runtime.runtime" not in edges[module]
+    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options, the
+    # readable cut of a quoted text and text repair.
+    allowed = {"faithtrace._common.errors", "faithtrace._common.safety", "faithtrace._config.options"}
+    allowed |= {"faithtrace._common.shorten", "faithtrace._common.unicode"}
+    allowed |= {"faithtrace._config.option", "faithtrace._config.table"}
+    allowed |= {"faithtrace._config.judge_settings", "faithtrace._config.scoring_options"}
     for module in edges:
         if module.startswith(("faithtrace.scoring", "faithtrace.judge")):
             top = {m for m in edges[module] if m.startswith("faithtrace._")}
@@ -144,7 +157,14 @@ def test_modules_stay_small() -> None:
 
 def test_only_the_pending_span_ends_a_rag_span() -> None:
     """The request path, the runtime and the worker hand the span around; ``PendingSpan`` alone ends it."""
-    for module in ("_decorator", "_streams", "_chat_streams", "_traced", "_runtime", "_worker"):
+    for module in (
+        "_request.decorator",
+        "_request.streams",
+        "_request.chat_streams",
+        "_request.traced_function",
+        "_runtime.runtime",
+        "_runtime.worker",
+    ):
         tree = ast.parse(MODULES[f"faithtrace.{module}"].read_text(encoding="utf-8"))
         ends = [
             node.lineno
@@ -152,7 +172,7 @@ def test_only_the_pending_span_ends_a_rag_span() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "end"
         ]
         assert ends == [], (module, ends)
-    pending = ast.parse(MODULES["faithtrace._pending"].read_text(encoding="utf-8"))
+    pending = ast.parse(MODULES["faithtrace._runtime.pending_span"].read_text(encoding="utf-8"))
     owners = {
         fn.name
         for fn in ast.walk(pending)

@@ -14,15 +14,16 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
-from faithtrace.judge import Judge, JudgeSettings, _server
-from faithtrace.judge._model import ensure_bundled_model
-from faithtrace.judge.local import (
+from faithtrace.judge import Judge, JudgeSettings
+from faithtrace.judge.local import process as _server
+from faithtrace.judge.local.endpoint import (
     LOCAL_MODEL_ALIAS,
     LocalEndpoint,
     ensure_local_judge,
     local_judge_status,
     stop_local_judge,
 )
+from faithtrace.judge.local.model import ensure_bundled_model
 
 pytestmark = pytest.mark.judge
 
@@ -86,7 +87,7 @@ def test_second_call_and_second_process_reuse_the_server(local_judge: LocalEndpo
     assert status is not None
     assert status["healthy"] is True
     assert status["api_base"] == local_judge.api_base
-    code = "from faithtrace.judge.local import ensure_local_judge as e; print(e().api_base)"
+    code = "from faithtrace.judge.local.endpoint import ensure_local_judge as e; print(e().api_base)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
@@ -164,7 +165,7 @@ def test_detached_server_stops_by_itself_when_idle(tmp_path: Path) -> None:
 
 def test_processes_starting_at_once_share_one_server(private_cache: Path) -> None:
     # Like gunicorn workers booting together: each asks for the judge, one server must start.
-    code = "from faithtrace.judge.local import ensure_local_judge as e; print(e().api_base)"
+    code = "from faithtrace.judge.local.endpoint import ensure_local_judge as e; print(e().api_base)"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -190,7 +191,7 @@ def test_processes_starting_at_once_share_one_server(private_cache: Path) -> Non
 
 
 def test_foreground_server_is_reused_and_stops_on_ctrl_c(private_cache: Path) -> None:
-    code = "from faithtrace.judge.local import serve_foreground; serve_foreground()"
+    code = "from faithtrace.judge.local.endpoint import serve_foreground; serve_foreground()"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     state = _server.paths().state
     try:

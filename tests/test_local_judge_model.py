@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from faithtrace import LocalJudgeError
-from faithtrace.judge import _model
-from faithtrace.judge._model import MODEL_FILENAME, _Expected, ensure_bundled_model, find_parts, resolve_model
+from faithtrace.judge.local import model as _model
+from faithtrace.judge.local.model import (
+    MODEL_FILENAME,
+    _Expected,
+    ensure_bundled_model,
+    find_parts,
+    resolve_model,
+)
 
 
 def _make_parts(directory: Path, sizes: list[int]) -> tuple[list[Path], bytes]:

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from faithtrace import LocalJudgeError
-from faithtrace.judge import _llama_speed, _server, local
-from faithtrace.judge._model import ensure_bundled_model, file_lock
-from faithtrace.judge._serve import STATE_VERSION, write_state
-from faithtrace.judge.local import ensure_local_judge, local_judge_status, stop_local_judge
+from faithtrace.judge.local import endpoint as local
+from faithtrace.judge.local import llama_speed
+from faithtrace.judge.local import process as _server
+from faithtrace.judge.local.endpoint import ensure_local_judge, local_judge_status, stop_local_judge
+from faithtrace.judge.local.model import ensure_bundled_model, file_lock
+from faithtrace.judge.local.server import STATE_VERSION, write_state
 
 
 @pytest.fixture
@@ -144,7 +146,7 @@ def test_missing_runtime_names_the_install_command(cache: Path, monkeypatch: pyt
 def test_missing_model_parts_fail_before_any_process_starts(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from faithtrace.judge import _model
+    from faithtrace.judge.local import model as _model
 
     monkeypatch.setattr(_model, "PART_MODULE", "faithtrace_no_such_model_part{}")
     with pytest.raises(LocalJudgeError, match="not installed"):
@@ -251,7 +253,7 @@ def test_row_logprobs_equal_the_whole_array_call_row_by_row() -> None:
     logits = np.random.default_rng(0).normal(size=(7, 4096)).astype(np.single) * 8
     logits[3, :] = -np.inf
     logits[3, 5] = 2.0
-    rows = _llama_speed._RowLogprobs(logits, whole)
+    rows = llama_speed._RowLogprobs(logits, whole)
     expected = whole(logits)
     assert len(rows) == 7
     tail = rows[4:]
@@ -276,8 +278,8 @@ def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilitie
     for patched in (False, True):
         llm = llama.Llama(model, n_ctx=512, n_batch=16, n_threads=2, logits_all=True, seed=1, verbose=False)
         if patched:
-            llm.eval = types.MethodType(_llama_speed.eval_last_logits, llm)
-            guarded = _llama_speed.refuse_prompt_logprobs(llama.Llama._create_completion)
+            llm.eval = types.MethodType(llama_speed.eval_last_logits, llm)
+            guarded = llama_speed.refuse_prompt_logprobs(llama.Llama._create_completion)
             llm._create_completion = types.MethodType(guarded, llm)
         out = llm.create_completion(prompt, max_tokens=6, temperature=0.0, logprobs=5)
         outputs.append(out["choices"][0])
@@ -311,31 +313,31 @@ def test_top_pairs_equal_llama_cpp_pythons_sort_ties_and_infinities_included() -
     ]
     rows[0][[7, 4000, 12]] = rows[0].max() + 1  # a tie at the top
     for row in rows:
-        pairs = _llama_speed._zip(row, range(len(row)))
-        assert isinstance(pairs, _llama_speed._RankedPairs)
+        pairs = llama_speed._zip(row, range(len(row)))
+        assert isinstance(pairs, llama_speed._RankedPairs)
         want = sorted(zip(row, range(len(row)), strict=True), reverse=True)[:20]
-        got = _llama_speed._top_pairs(pairs, reverse=True)
+        got = llama_speed._top_pairs(pairs, reverse=True)
         assert [(float(v), i) for v, i in got] == [(float(v), i) for v, i in want]
         assert [type(v) for v, _ in got] == [type(v) for v, _ in want]
     # A NaN row, or pairs already partly read, are sorted as they come.
     nan = np.array([np.nan, 1.0, 0.0], dtype=np.single)
-    assert [i for _, i in _llama_speed._top_pairs(_llama_speed._zip(nan, range(3)), reverse=True)] == [
+    assert [i for _, i in llama_speed._top_pairs(llama_speed._zip(nan, range(3)), reverse=True)] == [
         i for _, i in sorted(zip(nan, range(3), strict=True), reverse=True)
     ]
-    started = _llama_speed._zip(rows[3], range(4))
+    started = llama_speed._zip(rows[3], range(4))
     next(started)
-    assert [i for _, i in _llama_speed._top_pairs(started, reverse=True)] == [3, 2, 1]
+    assert [i for _, i in llama_speed._top_pairs(started, reverse=True)] == [3, 2, 1]
 
 
 def test_other_zips_and_sorts_are_left_as_they_are() -> None:
     np = pytest.importorskip("numpy")
-    assert list(_llama_speed._zip([1, 2], "ab")) == [(1, "a"), (2, "b")]
+    assert list(llama_speed._zip([1, 2], "ab")) == [(1, "a"), (2, "b")]
     with pytest.raises(ValueError, match="shorter"):
-        list(_llama_speed._zip([1, 2], [3], strict=True))
+        list(llama_speed._zip([1, 2], [3], strict=True))
     row = np.arange(4, dtype=np.single)
-    assert not isinstance(_llama_speed._zip(row, range(3)), _llama_speed._RankedPairs)
-    assert _llama_speed._top_pairs([3, 1, 2]) == [1, 2, 3]
-    assert _llama_speed._top_pairs([(1, 1), (0, 9)], key=lambda p: p[1]) == [(1, 1), (0, 9)]
+    assert not isinstance(llama_speed._zip(row, range(3)), llama_speed._RankedPairs)
+    assert llama_speed._top_pairs([3, 1, 2]) == [1, 2, 3]
+    assert llama_speed._top_pairs([(1, 1), (0, 9)], key=lambda p: p[1]) == [(1, 1), (0, 9)]
 
 
 @pytest.mark.judge
@@ -355,7 +357,7 @@ def test_judge_server_patches_give_llama_cpp_pythons_own_replies(monkeypatch: py
     replies = []
     for patched in (False, True):
         if patched:
-            for target, name, value in _llama_speed.patches():
+            for target, name, value in llama_speed.patches():
                 monkeypatch.setattr(target, name, value, raising=False)
         llm = llama.Llama(model, n_ctx=1024, n_threads=2, logits_all=True, seed=7, verbose=False)
         verdicts = llm.create_chat_completion(

@@ -16,7 +16,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import SamplingOptions, trace_faithfulness
-from faithtrace._sampling import BUDGET, PARENT, RATE_LIMIT, RATIO, SCORED, Sampler
+from faithtrace._runtime.sampling import BUDGET, PARENT, RATE_LIMIT, RATIO, SCORED, Sampler
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
 

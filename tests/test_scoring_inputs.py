@@ -22,7 +22,7 @@ from _scoring_fixtures import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import clean_env, ft  # noqa: F401  (fixtures)
 from faithtrace import JudgeError, Outcome, ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
-from faithtrace.judge.client import Judge
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.scorer import Scorer
 from faithtrace.testing import FaithtraceCapture
 

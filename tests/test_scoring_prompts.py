@@ -15,7 +15,7 @@ from _scoring_fixtures import (
     verdicts_json,
 )
 from faithtrace import IdkPolicy, ScoringOptions, VerdictCounts
-from faithtrace.cli_metrics import Confusion, auroc, summarise
+from faithtrace.cli.metrics import Confusion, auroc, summarise
 from faithtrace.scoring import prompts
 from faithtrace.scoring import score as scoring
 

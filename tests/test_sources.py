@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from faithtrace import ConfigError
-from faithtrace._config import build_settings
+from faithtrace._config.settings import build_settings
 from faithtrace.sources.assemble import Assembler
 from faithtrace.sources.spans import (
     CHAIN,

@@ -242,7 +242,7 @@ def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
 def test_internal_errors_are_swallowed_counted_and_warned_outside_tests(
     ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from faithtrace import _internal
+    from faithtrace._common import safety as _internal
     from faithtrace._telemetry import spans
 
     def broken(*args: Any, **kwargs: Any) -> Any:
@@ -311,7 +311,7 @@ def test_the_span_ends_when_the_call_returned_not_when_the_worker_got_to_it(ft: 
 def test_a_full_inbox_is_finished_on_the_host_thread(
     ft: FaithtraceCapture, fake_judge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from faithtrace import _runtime
+    from faithtrace._runtime import runtime as _runtime
 
     monkeypatch.setattr(_runtime, "_INBOX_SIZE", 2)
     ft.configure(judge=fake_judge.settings())  # a new worker, with the small inbox
@@ -368,7 +368,7 @@ def test_shutdown_ends_every_span_even_when_scoring_cannot_finish(
 def test_calls_are_finished_without_a_flush_after_an_idle_spell_and_while_calls_keep_coming(
     ft: FaithtraceCapture, fake_judge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from faithtrace import _worker
+    from faithtrace._runtime import worker as _worker
 
     # Without the one-second safety net, only the handoff's wake-up (dispatcher asleep) or the dispatcher's
     # own polling (calls keep coming) can finish a call: a lost wake-up hangs here instead of hiding for 1 s.

@@ -10,15 +10,16 @@ Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
 
 from typing import TYPE_CHECKING, Any
 
-from faithtrace._config import CaptureOptions, SamplingOptions, WorkerOptions
-from faithtrace._configure import configure
-from faithtrace._decorator import trace_faithfulness
-from faithtrace._errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
+from faithtrace._common.errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions
 from faithtrace._evaluate import aevaluate, evaluate
-from faithtrace._runtime import ShutdownReport, flush, shutdown
+from faithtrace._request.decorator import trace_faithfulness
+from faithtrace._runtime.configure import configure
+from faithtrace._runtime.runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__
-from faithtrace.judge.calls import LLMCall
-from faithtrace.judge.settings import JudgeSettings
+from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.scoring.models import (
     ClaimVerdict,
     ErrorInfo,
@@ -28,7 +29,6 @@ from faithtrace.scoring.models import (
     StepUsage,
     VerdictCounts,
 )
-from faithtrace.scoring.options import ScoringOptions
 
 if TYPE_CHECKING:
     from faithtrace.sources.processor import score_openinference

@@ -6,13 +6,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from faithtrace import _loop
-from faithtrace._config import resolve_judge
-from faithtrace._errors import ConfigError
-from faithtrace.judge.client import Judge
-from faithtrace.judge.settings import JudgeSettings
+from faithtrace._common.errors import ConfigError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace._config.settings import resolve_judge
+from faithtrace._runtime import loop
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 JudgeArg = str | JudgeSettings | Judge | None
@@ -111,4 +111,4 @@ def evaluate(
     """
     q, docs, text, opts = _check_inputs(query, contexts, answer, options)
     judge_obj = get_judge(judge)
-    return _loop.run(run_pipeline(q, docs, text, judge=judge_obj, options=opts))
+    return loop.run(run_pipeline(q, docs, text, judge=judge_obj, options=opts))

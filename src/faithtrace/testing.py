@@ -15,6 +15,7 @@ it must never slow down or break test collection.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -97,19 +98,27 @@ class FaithtraceCapture:
         self.span_exporter.clear()
 
 
-@pytest.fixture
-def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
-    """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
-    from faithtrace import _internal, shutdown
+@contextlib.contextmanager
+def capturing() -> Iterator[FaithtraceCapture]:
+    """The ``faithtrace_exporter`` fixture as a context manager, for fixtures of other scopes."""
+    from faithtrace import shutdown
+    from faithtrace._common import safety
 
     capture = FaithtraceCapture()
-    previous = _internal.raise_internal_errors
-    _internal.raise_internal_errors = True
+    previous = safety.raise_internal_errors
+    safety.raise_internal_errors = True
     capture.configure()
     try:
         yield capture
     finally:
         shutdown(timeout=10.0)
-        _internal.raise_internal_errors = previous
+        safety.raise_internal_errors = previous
         capture.tracer_provider.shutdown()
         capture.meter_provider.shutdown()
+
+
+@pytest.fixture
+def faithtrace_exporter() -> Iterator[FaithtraceCapture]:
+    """faithtrace configured with in-memory exporters; internal errors raise; shut down afterwards."""
+    with capturing() as capture:
+        yield capture

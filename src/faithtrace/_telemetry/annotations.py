@@ -23,14 +23,14 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
-from faithtrace import _internal
-from faithtrace._secrets import export_text
+from faithtrace._common import safety
+from faithtrace._common.secrets import export_text
 from faithtrace._telemetry import names as n
 
 if TYPE_CHECKING:
     from opentelemetry.trace import SpanContext
 
-    from faithtrace._config import CaptureOptions
+    from faithtrace._config.settings import CaptureOptions
     from faithtrace.scoring.models import FaithfulnessResult
 
 QUEUE_SIZE: Final = 10_000  # annotations waiting at most (about 1 KB each)
@@ -62,7 +62,7 @@ def annotation(
     explanation = result.reason if result.error is None else f"{result.error.type}: {result.error.message}"
     if explanation and options.content:
         body["explanation"], _ = export_text(
-            explanation, options.max_attribute_chars, options.scrub_secrets, options.redact
+            explanation, options.max_attribute_chars, options.scrub_secrets, options.redact, readable=True
         )
     metadata: dict[str, Any] = {
         "outcome": outcome,
@@ -121,7 +121,7 @@ class PhoenixAnnotations:
         with self._cond:
             if self._closed or len(self._queue) >= QUEUE_SIZE:
                 counts["dropped"] += 1
-                _internal.warn_rate_limited(
+                safety.warn_rate_limited(
                     "annotations:dropped", "faithtrace: Phoenix annotation queue full or closed; dropping"
                 )
                 return
@@ -154,7 +154,7 @@ class PhoenixAnnotations:
             self._cond.notify_all()
         if not done and left:
             counts["dropped"] += left
-            _internal.warn_rate_limited(
+            safety.warn_rate_limited(
                 "annotations:close", "faithtrace: %d Phoenix annotation(s) not sent before the deadline", left
             )
 
@@ -192,7 +192,7 @@ class PhoenixAnnotations:
             counts["sent"] += len(items)
         except Exception as exc:
             counts["failed"] += len(items)
-            _internal.warn_rate_limited(
+            safety.warn_rate_limited(
                 "annotations:failed",
                 "faithtrace: could not write %d annotation(s) to Phoenix at %s (%s: %s)",
                 len(items),

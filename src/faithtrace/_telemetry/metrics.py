@@ -16,8 +16,8 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from faithtrace import _internal
-from faithtrace._sampling import Reason
+from faithtrace._common import safety
+from faithtrace._runtime.sampling import Reason
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
 from faithtrace._version import __version__
@@ -98,7 +98,7 @@ def _observe_evaluations(
 
 
 def _observe_internal_errors(_options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(_internal.internal_error_count)]
+    return [Observation(safety.internal_error_count)]
 
 
 def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]:

@@ -70,7 +70,7 @@ SAMPLED: Final = "faithtrace.sampled"
 SCORING_REMOTE: Final = "faithtrace.scoring.remote"
 # Why a call was not scored: ratio, parent, rate_limit, budget, queue_full.
 SAMPLING_REASON: Final = "faithtrace.sampling.reason"
-# The sampler's reasons are faithtrace._sampling.Reason labels; this one is the worker's.
+# The sampler's reasons are faithtrace._runtime.sampling.Reason labels; this one is the worker's.
 SAMPLING_REASON_QUEUE_FULL: Final = "queue_full"
 
 EVAL_OUTCOME: Final = "faithtrace.evaluation.outcome"

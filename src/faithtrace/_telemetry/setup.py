@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
-from faithtrace import _internal
-from faithtrace._errors import ConfigError
+from faithtrace._common import safety
+from faithtrace._common.errors import ConfigError
 
 if TYPE_CHECKING:
-    from faithtrace._config import Settings
+    from faithtrace._config.settings import Settings
 
 logger = logging.getLogger("faithtrace")
 
@@ -126,7 +126,7 @@ def _prometheus_reader(settings: Settings) -> Any:
         # none; OTLP export, if configured, still carries every metric.
         global prometheus_bind_failures
         prometheus_bind_failures += 1
-        _internal.warn_rate_limited(
+        safety.warn_rate_limited(
             "prometheus_bind",
             "faithtrace: cannot serve Prometheus metrics on %s:%s (%s); this process exports none there. "
             "With several workers, give each its own port (FAITHTRACE_PROMETHEUS_PORT) or send metrics "

@@ -18,17 +18,17 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
-from faithtrace._capture import Captured
-from faithtrace._secrets import export_text
+from faithtrace._common.secrets import export_text
+from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
-from faithtrace.judge.calls import LLMCall
+from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.scoring.models import FaithfulnessResult
 
 if TYPE_CHECKING:
-    from faithtrace._config import CaptureOptions
-    from faithtrace._pending import Job
-    from faithtrace.scoring.options import ScoringOptions
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
+    from faithtrace._runtime.pending_span import Job
 
 Attributes = dict[str, Any]
 
@@ -40,9 +40,9 @@ class _Exporter:
         self.options = options
         self.truncated: list[str] = []
 
-    def __call__(self, key: str, text: str) -> str:
+    def __call__(self, key: str, text: str, readable: bool = False) -> str:
         o = self.options
-        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact)
+        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact, readable=readable)
         if cut:
             self.truncated.append(key)
         return out
@@ -175,7 +175,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         "threshold": result.threshold,
     }
     if result.reason and options.content:
-        doc["reason"] = export(n.OUTPUT_VALUE, result.reason)
+        doc["reason"] = export(n.OUTPUT_VALUE, result.reason, readable=True)
     if result.error is not None:
         doc["error"] = result.error.type
     if result.unjudged:
@@ -195,7 +195,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
-                item["reason"] = export(n.OUTPUT_VALUE, claim.reason)
+                item["reason"] = export(n.OUTPUT_VALUE, claim.reason, readable=True)
         claims.append(item)
     doc["claims"] = claims
 
@@ -260,7 +260,9 @@ def emit_evaluation(
     if result.label is not None:
         event[n.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
     if result.reason and options.content:
-        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(n.GEN_AI_EVALUATION_EXPLANATION, result.reason)
+        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(
+            n.GEN_AI_EVALUATION_EXPLANATION, result.reason, readable=True
+        )
     if result.error is not None:
         event[n.ERROR_TYPE] = result.error.type
     span.add_event(n.GEN_AI_EVALUATION_RESULT_EVENT, event)
@@ -283,7 +285,7 @@ def emit_evaluation(
         if options.content:
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:
-                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason)
+                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason, readable=True)
         span.add_event(n.CLAIM_EVENT, attrs)
     if len(result.claims) > len(shown):
         span.set_attribute(n.EVAL_CLAIM_EVENTS_DROPPED, len(result.claims) - len(shown))

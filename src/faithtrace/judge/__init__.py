@@ -1,8 +1,8 @@
-"""The judge: the only code that calls an LLM. ``local`` provides the embedded judge as an endpoint."""
+"""The judge: the only code that calls an LLM. ``llm`` is the client; ``local`` is the embedded judge."""
 
-from faithtrace.judge.calls import LLMCall
-from faithtrace.judge.client import Endpoint, Judge, JudgeReply, OutputRejected
-from faithtrace.judge.settings import JudgeSettings, StructuredOutput
+from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
+from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge.llm.client import Endpoint, Judge, JudgeReply, OutputRejected
 
 __all__ = [
     "Endpoint",

@@ -1,16 +1,17 @@
 """The texts an evaluation scores, checked before any judge call: text or nothing.
 
 Every way in (``evaluate()``, the decorator's worker, ``faithtrace serve``, the CLI) ends in
-``run_pipeline``, so this is the one place that decides what is an input error. A lone surrogate is replaced
-(``_unicode``) and the answer still scored; bytes are decoded as UTF-8 with bad sequences replaced; anything
-else that is not text is an ``input_error`` outcome, counted as such and never blamed on the judge.
+``run_pipeline``, so this is the one place that decides what is an input error. A lone surrogate is
+replaced (``_common.unicode``) and the answer still scored; bytes are decoded as UTF-8 with bad sequences
+replaced; anything else that is not text is an ``input_error`` outcome, counted as such and never blamed on
+the judge.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faithtrace._unicode import valid_text
+from faithtrace._common.unicode import valid_text
 
 INPUT_ERROR = "input_error"  # ErrorInfo.type of an input error, and of a judge request its text broke
 

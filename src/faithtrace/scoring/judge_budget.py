@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faithtrace.judge.settings import JudgeSettings
+from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace.scoring import contradictions, grounding, steps, verdict_checks
 
 # The budget the embedded judge gets when none is set: 1,100 judge tokens (about 15 s with two llama.cpp

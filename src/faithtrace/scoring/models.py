@@ -11,14 +11,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from faithtrace.judge.calls import LLMCall
+from faithtrace._config.scoring_options import IdkPolicy
+from faithtrace.judge.llm.calls import LLMCall
 
 __all__ = [
     "ClaimStatus",
     "ClaimVerdict",
     "ErrorInfo",
     "FaithfulnessResult",
-    "IdkPolicy",
+    "IdkPolicy",  # an option (ScoringOptions.idk_policy); re-exported because results carry it
     "LLMCall",  # owned by the judge layer; re-exported because results carry it
     "Outcome",
     "StepUsage",
@@ -45,13 +46,6 @@ class Outcome(StrEnum):
     NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
     INPUT_ERROR = "input_error"  # the texts could not be scored as given (a wrong type, unsendable text)
     ERROR = "error"
-
-
-class IdkPolicy(StrEnum):
-    """How a claim the context neither supports nor contradicts counts in ``score``."""
-
-    PENALIZE = "penalize"  # default: only supported claims count for the answer
-    DEEPEVAL = "deepeval"  # parity with DeepEval's default: only contradictions count against
 
 
 DecidedBy = Literal["judge", "proof", "check"]

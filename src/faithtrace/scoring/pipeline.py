@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from faithtrace._errors import JudgeError, LocalJudgeError
-from faithtrace.judge.client import Judge
-from faithtrace.judge.settings import JudgeSettings
+from faithtrace._common.errors import JudgeError, LocalJudgeError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring import grounding, inputs, judge_budget, proof, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
@@ -33,7 +34,6 @@ from faithtrace.scoring.models import (
     StepUsage,
     VerdictCounts,
 )
-from faithtrace.scoring.options import ScoringOptions
 
 logger = logging.getLogger("faithtrace")
 

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from faithtrace import _internal
-from faithtrace._errors import FaithtraceError
-from faithtrace.judge import _litellm
-from faithtrace.judge.client import Judge
-from faithtrace.judge.settings import JudgeSettings
+from faithtrace._common import safety
+from faithtrace._common.errors import FaithtraceError
+from faithtrace._config.judge_settings import JudgeSettings
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace.judge.llm import _litellm
+from faithtrace.judge.llm.client import Judge
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
-from faithtrace.scoring.options import ScoringOptions
 from faithtrace.scoring.pipeline import run_pipeline
 
 # After the judge's endpoint failed to come up (e.g. the local judge could not start), evaluations fail fast
@@ -106,7 +106,7 @@ class Scorer:
         except FaithtraceError as exc:
             return self.error_result(getattr(exc, "type", type(exc).__name__), str(exc), started)
         except Exception as exc:
-            _internal.internal_error("scoring", exc)
+            safety.internal_error("scoring", exc)
             return self.error_result(type(exc).__name__, str(exc), started)
 
     def after_fork(self) -> None:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from faithtrace import _options
+from faithtrace._config import options
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import FunctionStats
@@ -37,7 +37,7 @@ _MAX_FUNCTIONS = 256
 
 def otlp_span_exporter() -> SpanExporter:
     """An OTLP span exporter configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables alone."""
-    if _options.read("otel.traces_protocol") != "grpc":
+    if options.read("otel.traces_protocol") != "grpc":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()
@@ -47,7 +47,7 @@ def otlp_span_exporter() -> SpanExporter:
 
 
 def otlp_metric_reader() -> MetricReader:
-    if _options.read("otel.metrics_protocol") != "grpc":
+    if options.read("otel.metrics_protocol") != "grpc":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         return PeriodicExportingMetricReader(OTLPMetricExporter())

@@ -26,11 +26,11 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace import _internal
-from faithtrace._config import Settings
-from faithtrace._pending import Job
+from faithtrace._common import safety
+from faithtrace._config.settings import Settings
+from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import spans
-from faithtrace.judge._reply import RETRYABLE
+from faithtrace.judge.llm.reply import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer as ScoringScorer
 from faithtrace.serve.admission import Admission
@@ -320,7 +320,7 @@ class Scorer:
             self._inflight.pop(ident, None)
             outcome = "failed" if t.cancelled() or t.exception() is not None else t.result()
             if t.exception() is not None:
-                _internal.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
+                safety.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
             if outcome == "ok":
                 self._remember(ident)
             else:

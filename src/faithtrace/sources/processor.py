@@ -18,9 +18,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace import _internal, _runtime
-from faithtrace._errors import ConfigError
-from faithtrace._pending import Job
+from faithtrace._common import safety
+from faithtrace._common.errors import ConfigError
+from faithtrace._runtime import runtime
+from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import FunctionStats, register
 from faithtrace.sources.assemble import Assembler, Resolved
@@ -50,13 +51,13 @@ class OpenInferenceProcessor(SpanProcessor):
             with self._lock:
                 self._assembler.started(ctx.trace_id, ctx.span_id)
         except Exception as exc:
-            _internal.internal_error("following an OpenInference trace", exc)
+            safety.internal_error("following an OpenInference trace", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
             self._on_end(span)
         except Exception as exc:
-            _internal.internal_error("assembling an OpenInference trace", exc)
+            safety.internal_error("assembling an OpenInference trace", exc)
 
     def _on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
@@ -99,7 +100,7 @@ class OpenInferenceProcessor(SpanProcessor):
     def _submit(self, resolved: list[Resolved]) -> None:
         if not resolved:
             return
-        rt = _runtime.current()
+        rt = runtime.current()
         for _trace_id, item in resolved:
             if item is None or not rt.enabled:
                 continue
@@ -146,7 +147,7 @@ class OpenInferenceProcessor(SpanProcessor):
             try:
                 self._submit(resolved)
             except Exception as exc:
-                _internal.internal_error("scoring an OpenInference trace", exc)
+                safety.internal_error("scoring an OpenInference trace", exc)
             if idle:
                 return
 

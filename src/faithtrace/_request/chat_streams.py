@@ -1,0 +1,90 @@
+"""LlamaIndex chat engines' streaming responses (``StreamingAgentChatResponse``): watched, never read.
+
+A chat engine's ``stream_chat`` / ``astream_chat`` starts a writer (a thread, or an asyncio task) that reads
+the LLM stream into a queue, from which the caller reads ``response_gen`` / ``async_response_gen``; when the
+LLM stream ends the writer sets ``response`` to the whole text. The stream has one reader already, so
+faithtrace adds none and replaces nothing: it waits for the writer to finish, then reads ``response`` (a
+string) and scores it. The call's span stays open until then.
+
+A task reports through ``add_done_callback``. A thread cannot: ``thread_watch`` checks the writer threads in
+flight (bounded; past that, a call is a capture error), so the span may end up to one poll late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from faithtrace._common import safety
+from faithtrace._request.capture import Call, Captured, CaptureError
+from faithtrace._request.text import field_of
+from faithtrace._runtime import thread_watch
+from faithtrace._runtime.pending_span import PendingSpan
+
+if TYPE_CHECKING:
+    from faithtrace._request.traced_function import Traced
+    from faithtrace._runtime.runtime import Runtime
+
+
+def writer_of(result: Any) -> Any:
+    """The writer (thread or task) of a LlamaIndex streaming chat response; None for anything else.
+
+    Raises ``CaptureError`` for a streaming chat response without one: its stream could only be read by
+    consuming it."""
+    kind = type(result)
+    if kind.__name__ != "StreamingAgentChatResponse" or not kind.__module__.startswith("llama_index."):
+        return None
+    task = field_of(result, "awrite_response_to_history_task")
+    if isinstance(task, asyncio.Future):
+        return task
+    thread = field_of(result, "write_response_to_history_thread")
+    if isinstance(thread, threading.Thread):
+        return thread
+    raise CaptureError("a StreamingAgentChatResponse with no writer thread or task cannot be watched")
+
+
+class _ChatStream:
+    __slots__ = ("contexts", "finished", "pending", "query", "result", "rt", "traced")
+
+    def __init__(self, rt: Runtime, traced: Traced, pending: PendingSpan, call: Call) -> None:
+        self.rt = rt
+        self.traced = traced
+        self.pending = pending
+        self.query, self.contexts = traced.spec.capture_inputs(call)  # the source nodes are there already
+        self.result = call.result
+        self.finished = False
+
+    def done(self, cancelled: bool = False) -> None:
+        """The writer finished: score ``response``, or record the stream's failure (not scored)."""
+        if self.finished:
+            return
+        self.finished = True
+        result, self.result = self.result, None
+        try:
+            exc = field_of(result, "exception")
+            if isinstance(exc, BaseException):
+                self.pending.fail(exc)
+                return
+            self.pending.end_ns = time.time_ns()
+            answer = field_of(result, "response")
+            if cancelled or not isinstance(answer, str):
+                problem = "the chat stream was cancelled" if cancelled else "the chat response has no text"
+                self.traced.handoff(self.rt, self.pending, None, problem)
+                return
+            captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
+            self.traced.handoff(self.rt, self.pending, captured, "")
+        except Exception as exc:
+            safety.internal_error("capturing a chat stream", exc)
+            self.pending.drop()
+
+
+def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, writer: Any) -> None:
+    """Score the chat response once ``writer`` has finished. Raises ``CaptureError`` when the call's query or
+    contexts cannot be read, or too many chat streams are in flight."""
+    stream = _ChatStream(rt, traced, pending, call)
+    if isinstance(writer, asyncio.Future):
+        writer.add_done_callback(lambda task: stream.done(task.cancelled()))
+    elif not thread_watch.add(writer, stream.done):
+        raise CaptureError("too many chat streams in flight")

@@ -1,0 +1,250 @@
+"""Streamed answers: the host's generators wrapped so that every chunk passes through untouched and the answer
+is scored, as the joined chunks, when the stream ends.
+
+Two shapes:
+
+* a decorated generator function (``traced_gen`` / ``traced_async_gen``): the span covers the stream from its
+  first chunk to its end, and is current only while the app's generator runs (never across a ``yield``,
+  where the consumer's code runs), so context never leaks;
+* a call that *returns* a stream (a generator, or LlamaIndex's ``StreamingResponse.response_gen``;
+  ``watch``): the call's span stays open until the stream ends, and the stream is
+  replaced by a wrapper that yields the same chunks. Nothing reads the stream but its consumer.
+
+A stream that ends or is closed early is scored on what it produced; one that raised is not; one dropped
+unread is a capture error.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from faithtrace._common import safety
+from faithtrace._request.capture import Call, Captured, CaptureError, chunk_text, to_texts
+from faithtrace._runtime.pending_span import PendingSpan
+
+if TYPE_CHECKING:
+    from faithtrace._request.traced_function import Traced
+    from faithtrace._runtime.runtime import Runtime
+
+# Keys under which LangChain's retrieval chains stream their retrieved documents.
+_CHUNK_CONTEXT_KEYS = ("context", "source_documents")
+
+
+class _Stream:
+    """One stream's state: the text seen so far (bounded) and how to finish the span when it ends."""
+
+    __slots__ = (
+        "call", "chunk_contexts", "contexts", "counts_call", "ctx", "finished", "limit", "parts", "pending",
+        "query", "rt", "size", "traced", "untexted",
+    )  # fmt: skip
+
+    def __init__(self, rt: Runtime, traced: Traced, pending: PendingSpan, call: Call) -> None:
+        self.rt = rt
+        self.traced = traced
+        self.pending = pending
+        # A generator function's call: its query and contexts are read from its arguments when it ends.
+        self.call: Call | None = call
+        # A returned stream's query and contexts, read when the call returned: holding the call's result
+        # instead would keep the wrapper alive from its own finalizer (the result holds the wrapper).
+        self.query: str | None = None
+        self.contexts: list[str] | None = None
+        self.chunk_contexts: list[str] | None = None
+        self.ctx: Any = None  # the context current while the host's generator runs (None: leave it alone)
+        self.counts_call = False  # a decorated generator's call is counted when its stream ends
+        self.parts: list[str] = []
+        self.size = 0
+        self.untexted = 0
+        self.finished = False
+        # Keep only what scoring can use: a long stream must not grow memory without bound.
+        self.limit = rt.settings.scoring.max_answer_chars + 1
+
+    def add(self, chunk: Any) -> None:
+        try:
+            if isinstance(chunk, Mapping) and self.chunk_contexts is None:
+                for key in _CHUNK_CONTEXT_KEYS:
+                    if key in chunk:
+                        self.chunk_contexts = to_texts(chunk[key])
+                        break
+            if self.size >= self.limit:
+                return
+            text = chunk_text(chunk)
+            if text is None:
+                self.untexted += 1
+            elif text:
+                self.parts.append(text)
+                self.size += len(text)
+        except CaptureError:
+            self.untexted += 1
+        except Exception as exc:
+            safety.internal_error("reading a streamed chunk", exc)
+
+    def done(self) -> None:
+        """The stream ended (or was closed): capture and hand the span over, once."""
+        if self.finished:
+            return
+        self.finished = True
+        self.pending.end_ns = time.time_ns()
+        traced = self.traced
+        try:
+            if not self.parts and self.untexted:
+                raise CaptureError(f"none of the stream's {self.untexted} chunk(s) had a text field")
+            query, contexts = self.query, self.contexts
+            if self.call is not None:
+                query, contexts = traced.spec.capture_inputs(self.call)
+            if contexts is None:
+                contexts = self.chunk_contexts
+            captured = Captured(query=query, contexts=contexts, answer="".join(self.parts))
+            problem = ""
+        except CaptureError as exc:
+            captured, problem = None, str(exc)
+        traced.handoff(self.rt, self.pending, captured, problem)
+
+    def ended(self) -> None:
+        self.done()
+        if self.counts_call:
+            self.traced.stats.calls += 1
+
+    def failed(self, exc: BaseException) -> None:
+        self.finished = True
+        self.pending.fail(exc)
+
+    def abandoned(self) -> None:
+        """The wrapper was garbage-collected before anyone read it: nothing to score, but the span ends."""
+        if not self.finished:
+            self.finished = True
+            self.pending.end_ns = time.time_ns()
+            self.traced.handoff(self.rt, self.pending, None, "the returned stream was never read")
+
+
+# --- the relays ------------------------------------------------------------------------------------------
+def _attach(stream: _Stream) -> Any:
+    return otel_context.attach(stream.ctx) if stream.ctx is not None else None
+
+
+def _detach(token: Any) -> None:
+    if token is not None:
+        otel_context.detach(token)
+
+
+def _relay(start: Callable[[], _Stream], inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """Yield what ``inner`` yields (send, throw and close pass through), reporting each chunk to the stream
+    ``start()`` gives on the first one."""
+    stream: _Stream | None = None
+    to_send: Any = None
+    to_throw: BaseException | None = None
+    while True:
+        if stream is None:
+            stream = start()
+        token = _attach(stream)
+        try:
+            if to_throw is not None:
+                exc, to_throw = to_throw, None
+                chunk = inner.throw(exc)
+            else:
+                chunk = inner.send(to_send)
+        except StopIteration as stop:
+            stream.ended()
+            return stop.value
+        except BaseException as exc:
+            stream.failed(exc)
+            raise
+        finally:
+            _detach(token)
+        stream.add(chunk)
+        try:
+            to_send = yield chunk
+        except GeneratorExit:
+            # Closed early (break, close(), garbage collection): score what was streamed so far.
+            token = _attach(stream)
+            try:
+                inner.close()
+            finally:
+                _detach(token)
+            stream.ended()
+            raise
+        except BaseException as exc:
+            to_throw = exc
+
+
+async def _async_relay(
+    start: Callable[[], _Stream], inner: AsyncGenerator[Any, Any]
+) -> AsyncGenerator[Any, Any]:
+    stream: _Stream | None = None
+    to_send: Any = None
+    to_throw: BaseException | None = None
+    while True:
+        if stream is None:
+            stream = start()
+        token = _attach(stream)
+        try:
+            if to_throw is not None:
+                exc, to_throw = to_throw, None
+                chunk = await inner.athrow(exc)
+            else:
+                chunk = await inner.asend(to_send)
+        except StopAsyncIteration:
+            stream.ended()
+            return
+        except BaseException as exc:
+            stream.failed(exc)
+            raise
+        finally:
+            _detach(token)
+        stream.add(chunk)
+        try:
+            to_send = yield chunk
+        except GeneratorExit:
+            token = _attach(stream)
+            try:
+                await inner.aclose()
+            finally:
+                _detach(token)
+            stream.ended()
+            raise
+        except BaseException as exc:
+            to_throw = exc
+
+
+# --- decorated generator functions --------------------------------------------------------------------------
+def _generator_stream(rt: Runtime, traced: Traced, instance: Any, args: Any, kwargs: Any) -> _Stream:
+    """The stream of a decorated generator function: its span starts with the first chunk, is current while
+    the app's generator runs, and ending it counts the call."""
+    span = rt.tracer.start_span(traced.name)
+    stream = _Stream(rt, traced, PendingSpan(span, traced.stats), traced.call(instance, args, kwargs, None))
+    stream.ctx = trace.set_span_in_context(span)
+    stream.counts_call = True
+    return stream
+
+
+def traced_gen(
+    rt: Runtime, traced: Traced, inner: Generator[Any, Any, Any], instance: Any, args: Any, kwargs: Any
+) -> Generator[Any, Any, Any]:
+    return _relay(lambda: _generator_stream(rt, traced, instance, args, kwargs), inner)
+
+
+def traced_async_gen(
+    rt: Runtime, traced: Traced, inner: AsyncGenerator[Any, Any], instance: Any, args: Any, kwargs: Any
+) -> AsyncGenerator[Any, Any]:
+    return _async_relay(lambda: _generator_stream(rt, traced, instance, args, kwargs), inner)
+
+
+# --- calls that return a stream ----------------------------------------------------------------------------
+def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, inner: Any) -> tuple[Any, _Stream]:
+    """A generator yielding exactly what ``inner`` yields, that scores the joined chunks when it ends (and
+    the state it reports to). Raises ``CaptureError`` when the call's query or contexts cannot be read."""
+    query, contexts = traced.spec.capture_inputs(call)
+    stream = _Stream(rt, traced, pending, call)
+    stream.call, stream.query, stream.contexts = None, query, contexts
+    relay = _async_relay if inspect.isasyncgen(inner) else _relay
+    wrapper = relay(lambda: stream, inner)
+    # A stream nobody reads never runs a line of its wrapper: end its span when the wrapper is collected.
+    # (Not at interpreter exit: the providers may be shut down by then, and nothing would export it.)
+    weakref.finalize(wrapper, stream.abandoned).atexit = False
+    return wrapper, stream

@@ -1,0 +1,128 @@
+"""What one decorated function needs per call, and the hand-over of a returned call to the worker.
+
+Shared by the plain wrappers (``decorator``) and the generator wrappers (``streams``). A call that returns
+a stream is handed to ``streams.watch``; ``streams`` refers back to this module for types only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from faithtrace._common import safety
+from faithtrace._request import chat_streams, streams
+from faithtrace._request.capture import Call, Captured, CaptureError, CaptureSpec
+from faithtrace._runtime.pending_span import PendingSpan
+from faithtrace._runtime.sampling import PARENT
+from faithtrace._telemetry.metrics import FunctionStats, register
+
+if TYPE_CHECKING:
+    from faithtrace._runtime.runtime import Runtime
+
+
+class Traced:
+    """Computed once at decoration time: the span name, the capture spec and the function's counters."""
+
+    __slots__ = ("is_static", "name", "spec", "stats")
+
+    def __init__(self, name: str, spec: CaptureSpec, is_static: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.stats = register(FunctionStats(name))
+        self.is_static = is_static
+
+    def call(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Call:
+        offset = 1 if instance is not None and not self.is_static else 0
+        return Call(instance, args, kwargs, offset, result)
+
+    def returned(self, rt: Runtime, pending: PendingSpan, call: Call) -> Any:
+        """After a successful call: capture its texts and hand the span over to be finished and scored.
+
+        Returns what the caller gets: the call's own result, unless its answer is a stream (a generator, or
+        LlamaIndex's ``StreamingResponse.response_gen``), which is replaced by a wrapper yielding the same
+        chunks and scoring them when the stream ends. A LlamaIndex chat engine's streaming response is
+        returned untouched and scored when its own writer has finished (``chat_streams``). Nothing here
+        reads a stream or calls ``str()`` on a host object. Only what must read the host's objects happens
+        here (capture yields plain strings); attributes, scrubbing, the span's end and its export run on the
+        worker (``PendingSpan.finish``).
+        Never raises into the host, except for faithtrace bugs under pytest.
+        """
+        pending.end_ns = time.time_ns()
+        result = call.result
+        try:
+            ctx = pending.span.get_span_context()
+            if ctx.is_valid and not ctx.trace_flags.sampled:
+                # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
+                # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
+                self.stats.sampled_out[PARENT] += 1
+                pending.drop()
+                return result
+            try:
+                writer = chat_streams.writer_of(result) if self.spec.default_answer else None
+                if writer is not None:
+                    chat_streams.watch(rt, self, pending, call, writer)
+                    return result
+                slot = self.spec.stream_slot(result)
+                if slot is not None:
+                    return self._watch(rt, pending, call, *slot)
+                captured: Captured | None = self.spec.capture(call)
+                problem = ""
+            except CaptureError as exc:
+                captured, problem = None, str(exc)
+        except Exception as exc:
+            safety.internal_error("capture", exc)
+            pending.drop()
+            return result
+        self.handoff(rt, pending, captured, problem)
+        return result
+
+    def _watch(self, rt: Runtime, pending: PendingSpan, call: Call, stream: Any, put: Any) -> Any:
+        """Put a watching wrapper in place of the answer's stream; the span ends when the stream does."""
+        wrapper, watched = streams.watch(rt, self, pending, call, stream)
+        try:
+            return put(wrapper)
+        except CaptureError as exc:  # the stream cannot be replaced: leave it alone, unread
+            watched.finished = True
+            self.handoff(rt, pending, None, str(exc))
+            return call.result
+
+    def handoff(self, rt: Runtime, pending: PendingSpan, captured: Captured | None, problem: str) -> None:
+        """Hand a finished call (``pending.end_ns`` set) and its texts to the worker, or end its span here
+        when that fails."""
+        handed = False
+        try:
+            pending.captured = None if captured is None else self._bounded(rt, captured)
+            pending.problem = problem
+            pending.ended_at = time.monotonic()
+            handed = True
+            rt.handoff(pending)
+        except Exception as exc:
+            safety.internal_error("capture", exc)
+        finally:
+            if not handed:
+                pending.drop()
+
+    @staticmethod
+    def _bounded(rt: Runtime, captured: Captured) -> Captured:
+        """The texts cut to what scoring reads: what waits for the worker must hold bounded memory, whatever
+        was retrieved. (Slicing a string that fits returns the same object: no copy in the common case.)"""
+        scoring = rt.settings.scoring
+        if captured.query is not None:
+            captured.query = captured.query[: scoring.max_answer_chars]
+        if captured.answer is not None:
+            captured.answer = captured.answer[: scoring.max_answer_chars + 1]
+        if captured.contexts is not None:
+            captured.contexts = _bounded_contexts(captured.contexts, scoring.max_context_chars + 1)
+        return captured
+
+
+def _bounded_contexts(contexts: list[str], max_chars: int) -> list[str]:
+    """Contexts cut to ``max_chars`` in total: the queue must hold bounded memory, whatever was retrieved."""
+    out: list[str] = []
+    budget = max_chars
+    for text in contexts:
+        if budget <= 0:
+            break
+        out.append(text[:budget])
+        budget -= len(text)
+    return out

@@ -1,0 +1,157 @@
+"""A sampled-in call's span from the host's call to its end: the one owner that ends it.
+
+The request path starts the span and wraps it in a ``PendingSpan``. From then on only this object ends it:
+
+* ``fail(exc)``: the host's call raised. The exception is recorded (secrets scrubbed) and the span ends at
+  once, on the host's thread; a failed call is not scored.
+* ``drop()``: nothing to finish (the app's sampler dropped the trace, or capturing failed in faithtrace):
+  the span ends at the call's end time.
+* ``finish(capture, offer)``: the call returned and its texts were captured. Normally on the worker's
+  dispatcher thread (``Runtime.handoff``): exporting the texts (capping, secret scrubbing, the user's
+  ``redact`` hook), the SDK's attribute validation, the queue-or-drop decision for the evaluation ``Job``, and
+  ``span.end(end_time=...)`` with the exporters' work behind it. The span's timing is the call's own; only its
+  export moves off the host's thread. When the worker cannot take the call (inbox full, shutting down) the
+  host's thread runs ``finish`` itself, which is slower but bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+
+from faithtrace._common import safety
+from faithtrace._common.secrets import scrub_secrets
+from faithtrace._request.capture import Captured
+from faithtrace._telemetry import names as n
+from faithtrace._telemetry import spans
+from faithtrace._telemetry.metrics import FunctionStats, count_outcome
+
+if TYPE_CHECKING:
+    from faithtrace._config.scoring_options import ScoringOptions
+    from faithtrace._config.settings import CaptureOptions
+
+
+class Job(NamedTuple):
+    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
+
+    span_context: SpanContext  # the RAG span the evaluation belongs to
+    stats: FunctionStats  # the decorated function's counters
+    query: str | None
+    contexts: tuple[str, ...]
+    answer: str
+    enqueued_ns: int  # wall clock when the call returned, for the evaluation span
+    enqueued_at: float  # monotonic, for durations
+
+
+Offer = Callable[[Job], bool]  # queue an evaluation; False when it was dropped
+
+
+class PendingSpan:
+    """A started RAG span and what its end needs. Cheap to build: the request path makes one per call."""
+
+    __slots__ = ("captured", "end_ns", "ended_at", "problem", "span", "stats")
+
+    def __init__(self, span: Span, stats: FunctionStats) -> None:
+        self.span = span
+        self.stats = stats
+        self.end_ns = 0  # wall clock when the call returned: the span's end time
+        self.ended_at = 0.0  # the same moment, monotonic
+        self.captured: Captured | None = None  # None when capture failed
+        self.problem = ""  # why capture failed
+
+    # --- request path ------------------------------------------------------------------------------------
+    def fail(self, exc: BaseException) -> None:
+        """The host's call raised: record it and end the span now (a failed call is not scored)."""
+        record_failure(self.span, exc)
+        self.span.end()
+
+    def drop(self) -> None:
+        """End the span at the call's end without scoring it."""
+        self.span.end(end_time=self.end_ns or None)
+
+    # --- worker (or host, when the worker cannot take it) --------------------------------------------------
+    def finish(self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None = None) -> None:
+        """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
+        under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
+        cut to those scoring limits, and nothing is queued."""
+        try:
+            self._attributes_and_job(capture, offer, remote)
+        except Exception as exc:
+            safety.internal_error("finishing a span", exc)
+        finally:
+            self.span.end(end_time=self.end_ns)
+
+    def _attributes_and_job(
+        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None
+    ) -> None:
+        span, stats, captured = self.span, self.stats, self.captured
+        if captured is None:
+            self._not_scored(self.problem)
+            return
+        recording = span.is_recording()
+        if remote is not None:
+            if recording:
+                span.set_attributes(spans.remote_attributes(captured, stats.name, capture, remote))
+            return
+        attrs = spans.rag_attributes(captured, stats.name, capture) if recording else {}
+        if captured.answer is None:
+            problem = "no answer found in the return value: pass answer="
+        elif captured.contexts is None:
+            problem = "no retrieved contexts found: pass contexts="
+        else:
+            problem = ""
+        if problem:
+            if recording:
+                span.set_attributes(attrs)
+            self._not_scored(problem)
+            return
+        assert captured.answer is not None
+        assert captured.contexts is not None
+        job = Job(
+            span_context=span.get_span_context(),
+            stats=stats,
+            query=captured.query,
+            contexts=tuple(captured.contexts),
+            answer=captured.answer,
+            enqueued_ns=self.end_ns,
+            enqueued_at=self.ended_at,
+        )
+        if offer(job):
+            attrs[n.SAMPLED] = True
+        else:
+            count_outcome(stats, n.OUTCOME_DROPPED)
+            attrs[n.SAMPLED] = False
+            attrs[n.SAMPLING_REASON] = n.SAMPLING_REASON_QUEUE_FULL
+        if recording:
+            span.set_attributes(attrs)
+
+    def _not_scored(self, problem: str) -> None:
+        stats = self.stats
+        count_outcome(stats, n.OUTCOME_CAPTURE_ERROR)
+        self.span.set_attributes(
+            {
+                n.CAPTURE_ERROR: problem[:300],
+                n.EVAL_OUTCOME: n.OUTCOME_CAPTURE_ERROR,
+                n.SAMPLED: False,
+                n.FUNCTION: stats.name,
+            }
+        )
+        safety.warn_rate_limited(
+            "capture:" + stats.name,
+            "faithtrace: %s is not scored: %s (your code is unaffected)",
+            stats.name,
+            problem,
+        )
+
+
+def record_failure(span: Span, exc: BaseException) -> None:
+    """The host's exception on its span, like OTel's own recording but with secrets scrubbed from the message
+    (exception messages often quote connection strings and keys)."""
+    try:
+        message = scrub_secrets(str(exc))[:2000]
+        span.record_exception(exc, attributes={"exception.message": message})
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
+    except Exception as error:
+        safety.internal_error("recording an exception", error)

@@ -1,0 +1,243 @@
+"""The ``faithtrace`` command: ``eval`` a JSONL dataset, ``score`` one answer, run the local ``judge``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import typing
+from pathlib import Path
+
+from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
+from faithtrace._config.scoring_options import ScoringOptions
+from faithtrace._evaluate import get_judge
+from faithtrace.cli.output import Output
+from faithtrace.judge.llm.client import Judge
+from faithtrace.scoring.models import STATUS_TEXT, FaithfulnessResult, IdkPolicy
+from faithtrace.scoring.pipeline import run_pipeline
+
+
+def _threshold(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _add_scoring_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--judge",
+        metavar="MODEL",
+        help="litellm model string (default: FAITHTRACE_JUDGE_MODEL or the embedded local judge)",
+    )
+    p.add_argument("--threshold", type=_threshold, help="pass mark for the score (default 0.7)")
+    p.add_argument("--idk-policy", choices=[p.value for p in IdkPolicy], help="how unsupported claims count")
+    p.add_argument(
+        "--truths",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also extract facts from each document for the verdict step",
+    )
+    p.add_argument("--verdict-batch-size", type=_positive, help="claims judged per LLM call")
+    p.add_argument(
+        "--judge-token-budget",
+        type=_non_negative,
+        metavar="TOKENS",
+        help="estimated judge tokens per answer for its verdicts; claims beyond it, least doubted first, are "
+        "not judged or counted (default 1,050 with the embedded judge, else none; 0: none)",
+    )
+    # The choices come from the options model, so the CLI cannot drift from the library (see ScoringOptions).
+    for name, what in _CHOICE_OPTIONS.items():
+        field = ScoringOptions.model_fields[name]
+        choices = list(typing.get_args(field.annotation))
+        p.add_argument(
+            "--" + name.replace("_", "-"), choices=choices, help=f"{what} (default {field.default})"
+        )
+    p.add_argument(
+        "--judge-reason",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="have the judge write the reason (one more call) instead of a summary written in code",
+    )
+    p.add_argument(
+        "--prove-support",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="settle claims contained in a document sentence without the judge (default on)",
+    )
+
+
+_CHOICE_OPTIONS = {
+    "claim_source": "where claims come from: the answer's sentences, or the judge",
+    "verdict_policy": "when the checks and the judge disagree: who may lower a yes",
+    "verdict_context": "what each claim is judged against",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faithtrace", description="Faithfulness scoring for RAG answers.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="score every row of a JSONL file and summarise")
+    ev.add_argument("file", type=Path, help="JSONL rows with question, contexts, answer [, label, id]")
+    ev.add_argument("--out", type=Path, help="append one result per line here; rerun to resume")
+    ev.add_argument(
+        "--concurrency",
+        type=_positive,
+        help="rows scored at once (default: 1 on the local judge, which runs one request at a time; else 4)",
+    )
+    ev.add_argument("--limit", type=_positive, help="only the first N valid rows")
+    ev.add_argument("--plain", action="store_true", help="plain text output (no progress bar)")
+    _add_scoring_args(ev)
+
+    sc = sub.add_parser("score", help="score one answer and print its claims and verdicts")
+    sc.add_argument("--question", default=None)
+    sc.add_argument("--context", action="append", default=[], help="a retrieved document (repeatable)")
+    sc.add_argument("--answer", required=True)
+    sc.add_argument("--json", action="store_true", help="print the full result as JSON")
+    _add_scoring_args(sc)
+
+    sv = sub.add_parser("serve", help="score RAG traces received over OTLP (gRPC and HTTP)")
+    from faithtrace.serve.main import add_arguments
+
+    add_arguments(sv)
+
+    jd = sub.add_parser("judge", help="the embedded local judge")
+    jd.add_argument("action", choices=["serve", "stop", "status"])
+    jd.add_argument("--port", type=int, help="serve: port on 127.0.0.1 (default: a free one)")
+    return parser
+
+
+def _options(args: argparse.Namespace) -> ScoringOptions:
+    return ScoringOptions.from_env(
+        threshold=args.threshold,
+        idk_policy=args.idk_policy,
+        use_truths=args.truths,
+        verdict_batch_size=args.verdict_batch_size,
+        judge_reason=args.judge_reason,
+        prove_support=args.prove_support,
+        judge_token_budget=args.judge_token_budget,
+        **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
+    )
+
+
+def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
+    judge = get_judge(args.judge)
+    if judge.settings.is_local:
+        from faithtrace.judge.local.endpoint import ensure_local_judge
+
+        # Resolved up front so that the first-run messages (assembling, starting) reach the user.
+        ensure_local_judge(progress=lambda msg: out.error(f"faithtrace: {msg}"))
+        judge.endpoint()
+    return judge
+
+
+def _print_result(out: Output, result: FaithfulnessResult) -> None:
+    rows = [
+        [str(i + 1), f"{c.verdict} ({STATUS_TEXT[c.status]})", c.text, c.reason or ""]
+        for i, c in enumerate(result.claims)
+    ]
+    rows += [["-", "not judged", text, "not counted in the score"] for text in result.unjudged]
+    if rows:
+        out.table("claims", ["#", "verdict", "claim", "reason"], rows)
+    c = result.counts
+    score = "n/a" if result.score is None else f"{result.score:.3f}"
+    faithful = "n/a" if result.faithfulness is None else f"{result.faithfulness:.3f}"
+    out.line(
+        f"outcome: {result.outcome}   score: {score}   faithfulness: {faithful}   "
+        f"passed: {result.passed}   (yes {c.yes} / no {c.no} / idk {c.idk})"
+    )
+    if result.error is not None:
+        out.line(f"error: {result.error.type} in step {result.error.step}: {result.error.message}")
+    if result.reason:
+        out.line(f"reason: {result.reason}")
+    cost = "n/a" if result.cost_usd is None else f"${result.cost_usd:.6f}"
+    out.line(
+        f"judge: {result.judge_model}   LLM calls: {result.llm_calls}   tokens: {result.input_tokens} in / "
+        f"{result.output_tokens} out   cost: {cost}   time: {result.duration_s:.1f} s"
+    )
+
+
+def _cmd_score(args: argparse.Namespace, out: Output) -> int:
+    judge = _ready_judge(args, out)
+    result = asyncio.run(
+        run_pipeline(args.question, args.context, args.answer, judge=judge, options=_options(args))
+    )
+    if args.json:
+        out.raw(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        _print_result(out, result)
+    return 0
+
+
+def _cmd_judge(args: argparse.Namespace, out: Output) -> int:
+    from faithtrace.judge.local import endpoint as local
+
+    if args.action == "serve":
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop it
+            local.serve_foreground(port=args.port)
+        return 0
+    if args.action == "stop":
+        out.line("local judge stopped" if local.stop_local_judge() else "no local judge was running")
+        return 0
+    status = local.local_judge_status()
+    if status is None:
+        out.line("no local judge is registered on this machine")
+        return 0
+    out.table("local judge", ["field", "value"], [[k, str(v)] for k, v in status.items()])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Output(plain=getattr(args, "plain", False))
+    try:
+        if args.command == "eval":
+            from faithtrace.cli.eval_dataset import run_eval_command
+
+            if not args.file.is_file():
+                out.error(f"faithtrace eval: cannot read {args.file}: no such file")
+                return 2
+            judge = _ready_judge(args, out)
+            concurrency = args.concurrency or (1 if judge.settings.is_local else 4)
+            return run_eval_command(
+                out,
+                args.file,
+                args.out,
+                judge=judge,
+                options=_options(args),
+                concurrency=concurrency,
+                limit=args.limit,
+            )
+        if args.command == "score":
+            return _cmd_score(args, out)
+        if args.command == "serve":
+            from faithtrace.serve.main import run
+
+            return run(args)
+        return _cmd_judge(args, out)
+    except ConfigError as exc:
+        out.error(f"faithtrace: {exc}")
+        return 2
+    except LocalJudgeError as exc:
+        out.error(f"faithtrace: the local judge is unavailable: {exc}")
+        return 1
+    except FaithtraceError as exc:
+        out.error(f"faithtrace: {exc}")
+        return 1

@@ -1,0 +1,2 @@
+"""The judge client: any litellm model (or the embedded judge through its endpoint), the records of its calls
+and the reading of its replies."""

@@ -1,0 +1,184 @@
+"""A real Apache Kafka broker (KRaft: broker and controller in one JVM, no ZooKeeper) on 127.0.0.1, for tests.
+
+The broker is Kafka's own `kafka.Kafka` from the Maven Central artifacts that collector/fetch-kafka.sh caches
+(`make kafka`). Each `Broker` formats its own log directory, listens on free loopback ports and is stopped by
+its own PID; `restart()` keeps the ports and the data (a broker restart, not a new cluster).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from base64 import urlsafe_b64encode
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _fleet_fixtures import REPO, Proc, _require, free_port, tcp_open, wait_until
+
+FETCH_SCRIPT = REPO / "collector" / "fetch-kafka.sh"
+HEAP = "-Xmx512m"
+
+
+def kafka_classpath() -> Path:
+    """$FAITHTRACE_KAFKA_LIB, else the folder collector/fetch-kafka.sh cached (never fetches)."""
+    path = (
+        os.environ.get("FAITHTRACE_KAFKA_LIB")
+        or subprocess.run(
+            [str(FETCH_SCRIPT), "--print-path"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    lib = Path(path)
+    if not (lib / ".fetched").exists():
+        _require(f"no Kafka classpath at {lib}: run collector/fetch-kafka.sh (make kafka does)")
+    if shutil.which("java") is None:
+        _require("no `java` on PATH: Kafka's broker needs Java 17+")
+    return lib
+
+
+def confluent_available() -> None:
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        _require("confluent-kafka is not installed (pip install 'faithtrace[kafka]')")
+
+
+PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={logs}
+num.partitions=4
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.flush.interval.messages=1
+"""
+
+
+@dataclass
+class Broker:
+    """One KRaft broker+controller; `bootstrap` is its PLAINTEXT address on loopback."""
+
+    workdir: Path
+    lib: Path
+    port: int = field(default_factory=free_port)
+    controller: int = field(default_factory=free_port)
+    proc: Proc | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        # A small heap and the serial collector: a test broker on 2 shared cores, not a production one.
+        log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}"
+        return ["java", HEAP, "-Xms64m", "-XX:+UseSerialGC", log4j, "-cp", f"{self.lib}/*", main, *args]
+
+    def format(self) -> None:
+        (self.workdir / "log4j2.yaml").write_text(LOG4J)
+        logs = self.workdir / "kafka-logs"
+        config = self.workdir / "server.properties"
+        config.write_text(PROPERTIES.format(port=self.port, controller=self.controller, logs=logs))
+        cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        done = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=self._env(),
+        )
+        assert done.returncode == 0, f"kafka-storage format failed:\n{done.stdout}\n{done.stderr}"
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "JAVA_TOOL"))}
+        env["LOG_DIR"] = str(self.workdir)
+        return env
+
+    def start(self, timeout: float = 120.0) -> Broker:
+        if self.proc is None:
+            self.format()
+            argv = self._java("kafka.Kafka", str(self.workdir / "server.properties"))
+            self.proc = Proc("kafka", argv, self.workdir / "kafka.log", env=self._env())
+        self.proc.start()
+        wait_until(f"Kafka port {self.port} open", lambda: tcp_open(self.port), self.proc, timeout)
+        wait_until("Kafka metadata", self.answers, self.proc, timeout)
+        return self
+
+    def answers(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            metadata = admin.list_topics(timeout=2)
+        except Exception:
+            return False
+        return bool(metadata.brokers)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        futures[name].result(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            topic = admin.list_topics(name, timeout=5).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"topic {name} not ready")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is not None:
+            self.proc.stop(timeout=timeout)
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            self.proc.kill9()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+# Warnings and errors only, to the broker's own log file (stdout is redirected there).
+LOG4J = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+"""
+
+
+@contextmanager
+def kafka_broker(workdir: Path) -> Iterator[Broker]:
+    """A started broker; stopped (by its PID) however the caller ends."""
+    confluent_available()
+    workdir.mkdir(parents=True, exist_ok=True)
+    broker = Broker(workdir, kafka_classpath())
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
