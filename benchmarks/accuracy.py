@@ -4,7 +4,7 @@ Rows come from a RAGTruth QA JSONL file (``question``, ``contexts``, ``answer``,
 hallucinated). By default a balanced subset is drawn with a fixed seed (``--limit`` rows per label), because
 on this CPU one evaluation takes tens of seconds per system. Every system uses the same judge: the embedded
 local judge unless ``--judge-model`` names a litellm model (``--api-base``/``--api-key`` for an
-OpenAI-compatible server). DeepEval and RAGAS run in their own venv (see README), as a subprocess, one
+OpenAI-compatible server). DeepEval and RAGAS run in their own venv (benchmarks/README.md), a subprocess, one
 after the other.
 
 Per system: balanced accuracy at the system's own pass threshold, AUROC of its score against the labels, LLM

@@ -49,6 +49,6 @@ class ScoringOptions(BaseModel):
 
 
 ScoringOptions.__doc__ = _options.docstring(
-    "How answers are scored (the README explains the checks and the dev-set evidence behind the defaults).",
+    "How answers are scored (docs/concepts.md explains the checks and the evidence behind the defaults).",
     "scoring",
 )

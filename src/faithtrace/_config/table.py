@@ -1,7 +1,7 @@
 """Every faithtrace option: name, environment variable(s), type (through the parser), default, bounds, doc.
 
 One entry per option; ``options`` turns the table into pydantic fields, environment reads, docstrings
-and the README's configuration table. Groups: the option model a field belongs to, ``configure`` for the
+and the docs' configuration table. Groups: the option model a field belongs to, ``configure`` for the
 arguments of ``configure()`` itself, ``otel`` and ``local_judge`` for options read only from the environment.
 """
 
@@ -111,7 +111,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "deepeval (DeepEval's default) counts only contradicted claims.",
         "penalize", ("FAITHTRACE_IDK_POLICY",), parse_lower, choices=("penalize", "deepeval")),
     Option("scoring.use_truths", "Also extract each document's facts (cached per document and judge) for the "
-        "verdict step (off: see the README's dev-set evidence).",
+        "verdict step (off: see the docs' dev-set evidence).",
         False, ("FAITHTRACE_USE_TRUTHS",), parse_bool),
     Option("scoring.claim_source", "sentences splits the answer in code (one judge call per evaluation); "
         "judge asks the judge for atomic claims (one more call).",

@@ -86,7 +86,7 @@ class Limits:
     concurrency: int = 4
     max_pending: int = 32  # RAG items and traces admitted and not finished
     settle_s: float = 2.0
-    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see README)
+    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see docs/fleet.md)
     max_traces: int = 10_000
     max_bytes: int = 64 << 20
     retry_after_s: float = 2.0
@@ -124,10 +124,15 @@ class Scorer:
         self._tasks: set[asyncio.Task[str]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.requests_open = 0
+        self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
 
     def stats(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        for source in self.stat_sources:
+            extra.update(source())
         return {
             **asdict(self.counters),
+            **extra,
             "pending": self.load(),
             "requests_open": self.requests_open,
             "waiting": self.admission.waiting,
@@ -151,7 +156,9 @@ class Scorer:
         return len(self._inflight) + len(self._waiters)
 
     # --- one request ---------------------------------------------------------------------------------------
-    async def export_raw(self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest]) -> None:
+    async def export_raw(
+        self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest], *, whole: bool = False
+    ) -> None:
         """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
         no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
         is still decoded (about 1 µs per span), so that malformed input gets its clear error."""
@@ -165,11 +172,12 @@ class Scorer:
                 len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
             )
             return
-        await self.export(request)
+        await self.export(request, whole=whole)
 
-    async def export(self, request: ExportTraceServiceRequest) -> None:
+    async def export(self, request: ExportTraceServiceRequest, *, whole: bool = False) -> None:
         """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
-        Unavailable."""
+        Unavailable. ``whole``: wait for every trace it touched in full, however long its root takes (a
+        Kafka message is committed only then: its spans are not kept anywhere else)."""
         if self.closing:
             raise Unavailable("shutting down")
         self.counters.requests += 1
@@ -212,7 +220,9 @@ class Scorer:
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
-            if partial:
+            if partial and whole:
+                waits += partial
+            elif partial:
                 # Traces still missing their root: wait a little for the rest, then let the request go (its
                 # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
                 # processor) would otherwise never send the root while this request waits.
