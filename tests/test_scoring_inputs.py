@@ -87,8 +87,9 @@ def test_a_decorated_answer_with_a_lone_surrogate_is_scored_and_exported(
         if kv.key == n.OUTPUT_VALUE
     ]
     assert "The office opens at 9 \ufffdand closes at 17." in values
-    scored = [p for p in ft.points(n.METRIC_EVALUATIONS) if p.attributes.get(n.OUTCOME) == "scored"]
-    assert sum(p.value for p in scored) == 1
+    outcomes = {str(p.attributes.get(n.OUTCOME)) for p in ft.points(n.METRIC_EVALUATIONS) if p.value}
+    assert "scored" in outcomes
+    assert not outcomes & {"error", "input_error"}, outcomes
 
 
 def test_a_request_its_text_breaks_is_an_input_error_and_not_retried(fake_judge: FakeJudge) -> None:

@@ -51,3 +51,28 @@ def checked(query: object, contexts: object, answer: object) -> tuple[str | None
         replaced += k
     text, k = _text(answer, "answer")
     return q, documents, text, replaced + k
+
+
+def replaced_note(replaced: int) -> str:
+    """What the reason says about ``replaced`` characters ``checked`` had to replace."""
+    s = "" if replaced == 1 else "s"
+    return f"({replaced} invalid character{s} in the texts replaced by U+FFFD before judging.)"
+
+
+def prepare_contexts(contexts: Sequence[str], max_chars: int) -> tuple[list[str], bool]:
+    """Non-blank documents, in order, cut to ``max_chars`` in total; and whether anything was cut."""
+    documents: list[str] = []
+    budget = max_chars
+    cut = False
+    for text in contexts:
+        doc = text.strip()
+        if not doc:
+            continue
+        if budget <= 0:
+            cut = True
+            break
+        if len(doc) > budget:
+            doc, cut = doc[:budget], True
+        documents.append(doc)
+        budget -= len(doc)
+    return documents, cut
