@@ -133,7 +133,8 @@ def _restore(before: _Snapshot, muted: tuple[str, ...]) -> None:
     logging.setLoggerClass(before.logger_class)
     logging.setLogRecordFactory(before.record_factory)
     if warnings.filters != before.warning_filters:
-        warnings.filters[:] = before.warning_filters
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]  # typeshed: a Sequence; it is a list
+        filters[:] = before.warning_filters
         # Drops the interpreter's cached "already warned" state, as warnings.filterwarnings() itself does.
         mutated = getattr(warnings, "_filters_mutated", None) or getattr(
             warnings, "_filters_mutated_lock_held", None

@@ -364,7 +364,6 @@ def _at_exit() -> None:
         safety.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
 
 
-
 def _after_fork_in_child() -> None:
     global _swap_lock
     _swap_lock = threading.Lock()
@@ -378,13 +377,9 @@ _at_exit_registered = False
 
 
 def _register_at_exit() -> None:
-    """Register the exit flush once, from ``configure()`` or the first worker's start.
-
-    It goes on the interpreter's threading shutdown hooks (where ``concurrent.futures`` registers its own),
-    not on the host's ``atexit`` list: those hooks run before every ``atexit`` handler, so our last
-    evaluations are exported before the SDK's exit hooks shut the app's providers down, whichever was created
-    first, and the host's list of exit handlers stays as it was. ``atexit`` is the fallback where the hook is
-    missing (another Python implementation)."""
+    """Register the exit flush once, on the threading shutdown hooks (as ``concurrent.futures`` does), not
+    the host's ``atexit`` list: they run before every ``atexit`` handler, so our last evaluations are exported
+    before the SDK's exit hooks shut the app's providers down. ``atexit`` where the hook is missing."""
     global _at_exit_registered
     with _at_exit_lock:
         if _at_exit_registered:
