@@ -55,7 +55,7 @@ def field(key: str) -> Any:
     """The pydantic field of option ``key``: its default and bounds, from the table."""
     o = OPTIONS[key]
     if o.default_factory is not None:
-        return Field(default_factory=o.default_factory, description=o.doc)
+        return Field(default_factory=o.default_factory, ge=o.ge, gt=o.gt, le=o.le, description=o.doc)
     # validate_default: a default written as a plain value ("penalize") becomes the field's type (an enum).
     return Field(default=o.default, ge=o.ge, gt=o.gt, le=o.le, description=o.doc, validate_default=True)
 

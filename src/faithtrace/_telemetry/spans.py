@@ -23,7 +23,7 @@ from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
 from faithtrace.judge.llm.calls import LLMCall
-from faithtrace.scoring.models import FaithfulnessResult
+from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from faithtrace._runtime.pending_span import Job
 
 Attributes = dict[str, Any]
+
+# Flagged spans recorded per claim: a claim holding more is rare, and its first spans already say why.
+_SPANS_PER_CLAIM = 8
 
 
 class _Exporter:
@@ -186,6 +189,33 @@ def evaluation_attributes(job: Job, result: FaithfulnessResult, started_ns: int)
         attrs[n.GEN_AI_REQUEST_MODEL] = result.judge_model
     if result.error is not None:
         attrs[n.ERROR_TYPE] = result.error.type
+    detector = result.detector
+    if detector is not None:
+        attrs[n.EVAL_DETECTOR_MODEL] = detector.model
+        attrs[n.EVAL_DETECTOR_WINDOWS] = detector.windows
+        attrs[n.EVAL_DETECTOR_SPANS] = len(detector.spans)
+        if detector.spans:
+            attrs[n.EVAL_DETECTOR_MAX_P] = max(s.p for s in detector.spans)
+        if detector.error:
+            attrs[n.EVAL_DETECTOR_ERROR] = detector.error
+    return attrs
+
+
+def _detector_attributes(claim: ClaimVerdict, options: CaptureOptions, export: _Exporter) -> Attributes:
+    """A claim event's detector attributes: its verdict and its flagged spans as parallel arrays."""
+    if claim.detector_verdict is None:
+        return {}
+    attrs: Attributes = {
+        n.CLAIM_DETECTOR_VERDICT: claim.detector_verdict,
+        n.CLAIM_DETECTOR_DISAGREEMENT: claim.detector_disagreement,
+    }
+    found = claim.detector_spans[:_SPANS_PER_CLAIM]
+    if found:
+        attrs[n.CLAIM_DETECTOR_SPAN_P] = [s.p for s in found]
+        attrs[n.CLAIM_DETECTOR_SPAN_START] = [s.start for s in found]
+        attrs[n.CLAIM_DETECTOR_SPAN_END] = [s.end for s in found]
+        if options.content:
+            attrs[n.CLAIM_DETECTOR_SPANS] = [export(n.CLAIM_DETECTOR_SPANS, s.text) for s in found]
     return attrs
 
 
@@ -211,6 +241,15 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
             item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
         if claim.p_supported is not None:
             item["p_supported"] = claim.p_supported
+        if claim.detector_verdict is not None:
+            item["detector_verdict"] = claim.detector_verdict
+            item["detector_disagreement"] = claim.detector_disagreement
+            found = claim.detector_spans[:_SPANS_PER_CLAIM]
+            item["detector_spans"] = [
+                {"p": s.p, "start": s.start, "end": s.end}
+                | ({"text": export(n.OUTPUT_VALUE, s.text)} if options.content else {})
+                for s in found
+            ]
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
@@ -304,6 +343,7 @@ def emit_evaluation(
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:
                 attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason, readable=True)
+        attrs.update(_detector_attributes(claim, options, export))
         span.add_event(n.CLAIM_EVENT, attrs)
     if len(result.claims) > len(shown):
         span.set_attribute(n.EVAL_CLAIM_EVENTS_DROPPED, len(result.claims) - len(shown))

@@ -19,8 +19,9 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from faithtrace.serve.kafka import KAFKA_GAUGES
+from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_json, parse_protobuf
-from faithtrace.serve.scorer import Saturated, Scorer, Unavailable
+from faithtrace.serve.scorer import Scorer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

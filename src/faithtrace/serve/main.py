@@ -38,10 +38,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, help="evaluations at once (default FAITHTRACE_CONCURRENCY or 4)"
     )
     p.add_argument("--max-pending", type=int, help="RAG items admitted before 429 (default 8 x concurrency)")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds a trace without root waits for spans")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        help="seconds a RAG trace waits for its root after its last span, then counted incomplete (30)",
+    )
     p.add_argument("--hold", type=float, default=0.5, help="seconds a request with part of a trace waits")
-    p.add_argument("--max-traces", type=int, default=10_000, help="traces held for assembly at most")
-    p.add_argument("--max-trace-bytes", type=int, default=64 << 20, help="bytes held for assembly at most")
+    p.add_argument(
+        "--max-traces", type=int, default=10_000, help="RAG traces held for their root at most (10000)"
+    )
+    p.add_argument(
+        "--max-trace-bytes", type=int, default=64 << 20, help="bytes those RAG traces hold at most"
+    )
     p.add_argument("--max-request-bytes", type=int, default=16 << 20, help="largest request accepted")
     p.add_argument("--retry-after", type=float, default=2.0, help="seconds a refused client should wait")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds to finish work on SIGTERM")
@@ -115,7 +124,8 @@ async def serve(args: argparse.Namespace) -> int:
     from faithtrace.serve import grpc_server
     from faithtrace.serve.apps import Apps
     from faithtrace.serve.http_app import OtlpHttpApp
-    from faithtrace.serve.scorer import Limits, Scorer
+    from faithtrace.serve.limits import Limits
+    from faithtrace.serve.scorer import Scorer
 
     # Evaluations at once = the judge's max_concurrency (FAITHTRACE_JUDGE_CONCURRENCY); --concurrency sets it.
     judge = JudgeSettings(max_concurrency=args.concurrency) if args.concurrency else None
