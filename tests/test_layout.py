@@ -138,10 +138,10 @@ def test_the_request_path_and_the_runtime_point_down() -> None:
         "faithtrace._telemetry.spans",
     ):
         assert "faithtrace._runtime.runtime" not in edges[module]
-    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options and the
-    # readable cut of a quoted text.
+    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options, the
+    # readable cut of a quoted text and text repair.
     allowed = {"faithtrace._common.errors", "faithtrace._common.safety", "faithtrace._config.options"}
-    allowed.add("faithtrace._common.shorten")
+    allowed |= {"faithtrace._common.shorten", "faithtrace._common.unicode"}
     allowed |= {"faithtrace._config.option", "faithtrace._config.table"}
     allowed |= {"faithtrace._config.judge_settings", "faithtrace._config.scoring_options"}
     for module in edges:
