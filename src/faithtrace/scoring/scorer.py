@@ -15,8 +15,7 @@ from faithtrace._common import safety
 from faithtrace._common.errors import FaithtraceError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.llm import _litellm
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge, load_litellm
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
 from faithtrace.scoring.pipeline import run_pipeline
 
@@ -78,7 +77,7 @@ class Scorer:
                 await _off_loop(self.judge.endpoint)
                 # litellm takes seconds to import; done here, it does not freeze the loop (and with it the
                 # timeouts and cancellation of every evaluation in flight).
-                await _off_loop(_litellm.load)
+                await _off_loop(load_litellm)
             except FaithtraceError as exc:
                 info = ErrorInfo(type="judge_unavailable", message=f"{type(exc).__name__}: {exc}")
                 self._endpoint_failed = (time.monotonic(), info)
