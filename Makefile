@@ -147,6 +147,7 @@ bench: judge bench-peers
 	$(BIN)/python benchmarks/throughput.py --quick
 	$(BIN)/python benchmarks/eval_cpu.py --quick
 	$(BIN)/python benchmarks/accuracy.py --quick
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -8,8 +8,7 @@ over the rows both have, how many claim lists are identical, how many verdicts c
 runs judged, matched by text), the largest change of P(yes), whether the tokens are the same and both mean
 times: a change meant to be faster only (same replies) must show zero changes there.
 
-    python benchmarks/budget.py benchmarks/results/accuracy-issue13-s22_rows.jsonl \\
-        --against benchmarks/results/accuracy-issue13-avx512_rows.jsonl
+    python benchmarks/budget.py /tmp/new_rows.jsonl --against benchmarks/results/accuracy_rows.jsonl
 """
 
 from __future__ import annotations

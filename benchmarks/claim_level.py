@@ -10,7 +10,7 @@ words, computed here from the texts. Then, per row, the score re-decided under `
 from the stored verdicts (exact: the policy is applied in code after the judge answered, and the judge is not
 asked again) next to the score as run and the length rule: balanced accuracy at the 0.7 threshold, AUROC.
 
-    python benchmarks/claim_level.py benchmarks/results/accuracy-holdout24-issue13_rows.jsonl \\
+    python benchmarks/claim_level.py benchmarks/results/accuracy_rows.jsonl \\
         --data ../shared/data/ragtruth_qa_dev.jsonl
 """
 

@@ -1,12 +1,15 @@
-"""Rewrite the "Latest figures" section of benchmarks/README.md from results/*.json.
+"""Render the docs' Benchmarks page (docs/benchmarks.md) from results/: the latest run of each benchmark.
 
-python benchmarks/report.py            # after running the benchmarks
+python benchmarks/report.py            # after running the benchmarks: rewrite the page
+python benchmarks/report.py --check    # exit 1 when the page is out of date (a test runs this)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common
 
 HERE = Path(__file__).resolve().parent
-MARKER = "<!-- figures -->"
+PAGE = HERE.parent / "docs" / "benchmarks.md"
 
 
 def _f(v: Any, digits: int = 2) -> str:
@@ -37,7 +40,7 @@ def _head(doc: dict[str, Any]) -> str:
 
 def overhead(doc: dict[str, Any]) -> str:
     lead = f" after {doc['lead_in_calls']} untimed" if doc.get("lead_in_calls") else ""
-    title = f"### overhead ({doc['calls_per_round']} calls{lead} × {doc['rounds']} rounds, median)\n"
+    title = f"## overhead ({doc['calls_per_round']} calls{lead} × {doc['rounds']} rounds, median)\n"
     lines = [title, _head(doc)]
     lines.append(
         "| variant | p50 ns/call | × OTel floor | ns over bare | p99 ns | CPU ns/call | CPU × floor |"
@@ -62,7 +65,7 @@ def overhead(doc: dict[str, Any]) -> str:
 
 
 def throughput(doc: dict[str, Any]) -> str:
-    lines = [f"### throughput (fake judge, {doc['judge_latency_s'] * 1000:.0f} ms per call)\n", _head(doc)]
+    lines = [f"## throughput (fake judge, {doc['judge_latency_s'] * 1000:.0f} ms per call)\n", _head(doc)]
     lines.append("| concurrency | evaluations | seconds | evals/s | judge calls/eval |")
     lines.append("| ---: | ---: | ---: | ---: | ---: |")
     for r in doc["sweep"]:
@@ -122,7 +125,7 @@ def _latency_rows(first: str, summaries: dict[str, dict[str, Any]]) -> list[str]
 
 
 def accuracy(doc: dict[str, Any]) -> str:
-    lines = [f"### accuracy ({doc['subset']}, judge {doc['judge']})\n", _head(doc)]
+    lines = [f"## accuracy ({doc['subset']}, judge {doc['judge']})\n", _head(doc)]
     lines.append(
         "| system | bal. acc. | AUROC | invalid | calls/eval | in tok/eval | out tok/eval | s/eval |"
     )
@@ -139,25 +142,126 @@ def accuracy(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    parts = []
-    for name, render in (("overhead", overhead), ("throughput", throughput), ("accuracy", accuracy)):
-        path = HERE / "results" / f"{name}.json"
-        if not path.exists():
-            path = HERE / "results" / f"{name}-quick.json"
-        if path.exists():
-            parts.append(render(json.loads(path.read_text())))
-        else:
-            parts.append(f"### {name}\n\nnot run yet (`python benchmarks/{name}.py`)\n")
-    # Extra accuracy runs on named subsets (e.g. ``--out results/accuracy-holdout.json``), after the main one.
-    for path in sorted((HERE / "results").glob("accuracy-*.json")):
-        if path.stem != "accuracy-quick":
-            parts.append(accuracy(json.loads(path.read_text())))
-    readme = HERE / "README.md"
-    text = readme.read_text()
-    head = text.split(MARKER)[0]
-    readme.write_text(head + MARKER + "\n\n" + "\n".join(parts))
-    print(f"updated {readme}")
+def eval_cpu(doc: dict[str, Any]) -> str:
+    lines = ["## eval_cpu (the app's CPU per scored call, fake judge)\n", _head(doc)]
+    lines.append(
+        "| scoring | CPU ms/call (median) | min | max | judge calls/call | evaluations | RAG spans |"
+    )
+    lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for m in doc["modes"]:
+        lines.append(
+            f"| {m['mode']} | {_f(m['cpu_ms_per_call_median'], 3)} | {_f(m['cpu_ms_per_call_min'], 3)} | "
+            f"{_f(m['cpu_ms_per_call_max'], 3)} | {_f(m['judge_calls_per_call'])} | "
+            f"{m['spans']['evaluations']} | {m['spans']['rag_spans']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def fleet(doc: dict[str, Any]) -> str:
+    latency_ms = doc["judge_latency_s"] * 1000
+    title = (
+        f"## fleet (`faithtrace serve` replicas behind the Collector; judge {latency_ms:.0f} ms, "
+        f"--concurrency {doc['concurrency']})\n"
+    )
+    lines = [title, _head(doc)]
+    lines.append(
+        "| replicas | RAG traces | scored | duplicates | evaluations/s | steady ev/s | judge-bound ev/s "
+        "| speedup | target |"
+    )
+    lines.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in doc.get("scaling", []):
+        met = "met" if r["meets_target"] else "missed"
+        lines.append(
+            f"| {r['replicas']} | {r['rag_traces']} | {r['scored']} | {r['duplicates']} | "
+            f"{_f(r['evaluations_per_s'])} | {_f(r['steady_per_s'])} | {_f(r['judge_bound_per_s'])} | "
+            f"{_f(r['speedup'])} | {_f(r['target'], 1)} ({met}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def probes(rows: list[dict[str, Any]]) -> str:
+    import probes as probes_script  # the script's own table, so the page and `--table-only` agree
+
+    return (
+        "## probes (embedded judge, 100 hand-written probes, default options)\n\n"
+        "`benchmarks/results/probes_rows.jsonl` (per-probe rows; the run's command and machine are in "
+        "benchmarks/README.md)\n\n" + probes_script.table(rows) + "\n"
+    )
+
+
+INTRO = """# Benchmarks
+
+<!-- generated by `python benchmarks/report.py` from benchmarks/results/; do not edit -->
+
+The latest run of each benchmark, rendered from the files in `benchmarks/results/` (one per benchmark). How
+each is measured, what the targets are, and the reports behind the defaults (with the commands that made
+every figure) are in `benchmarks/README.md`; `make bench` runs the quick versions. The machine is a shared
+2-core CPU: compare ratios within one run, not absolute times across runs.
+"""
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "accuracy": accuracy,
+    "overhead": overhead,
+    "throughput": throughput,
+    "eval_cpu": eval_cpu,
+    "fleet": fleet,
+}
+
+
+def _other(doc: dict[str, Any], path: Path) -> str:
+    """A result this script has no table for yet: where it is, so that it is never silently left out."""
+    title = doc.get("benchmark", path.stem)
+    return f"## {title}\n\n{_head(doc)}\nFigures: `benchmarks/results/{path.name}`.\n"
+
+
+def _results() -> list[tuple[Path, dict[str, Any]]]:
+    """Every result file, the benchmarks in RENDERERS' order; a full run hides its --quick one."""
+    found = []
+    for path in sorted((HERE / "results").glob("*.json")):
+        full = path.with_name(path.name.replace("-quick.json", ".json"))
+        if path.name.endswith("-quick.json") and full.exists():
+            continue
+        found.append((path, json.loads(path.read_text(encoding="utf-8"))))
+    order = list(RENDERERS)
+
+    def rank(item: tuple[Path, dict[str, Any]]) -> tuple[int, str]:
+        kind = item[1].get("benchmark", "")
+        return (order.index(kind) if kind in order else len(order), item[0].name)
+
+    return sorted(found, key=rank)
+
+
+def page() -> str:
+    """The whole page, from the result files as they are now."""
+    parts = [INTRO]
+    results = _results()
+    for path, doc in results:
+        render = RENDERERS.get(doc.get("benchmark", ""))
+        parts.append(render(doc) if render else _other(doc, path))
+    seen = {doc.get("benchmark") for _, doc in results}
+    for kind in RENDERERS:
+        if kind not in seen:
+            parts.append(f"## {kind}\n\nnot run yet (`python benchmarks/{kind}.py`)\n")
+    rows_file = HERE / "results" / "probes_rows.jsonl"
+    if rows_file.exists():
+        lines = rows_file.read_text(encoding="utf-8").splitlines()
+        parts.append(probes([json.loads(line) for line in lines if line.strip()]))
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when the page is out of date")
+    args = parser.parse_args(argv)
+    wanted = page()
+    if args.check:
+        if PAGE.read_text(encoding="utf-8") != wanted:
+            print(f"{PAGE} is out of date: run python benchmarks/report.py", file=sys.stderr)
+            return 1
+        return 0
+    PAGE.write_text(wanted, encoding="utf-8")
+    print(f"updated {PAGE}")
     return 0
 
 

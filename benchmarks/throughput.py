@@ -157,7 +157,7 @@ def overload(ft: setup.Faithtrace, args: argparse.Namespace) -> dict[str, Any]:
             depth.append(d)
 
     if args.gc_freeze:
-        # The recipe the README gives hosts: once warm (litellm imported and used), collect and freeze.
+        # docs/instrumenting.md's recipe for hosts: once warm (litellm imported and used), collect and freeze.
         gc.collect()
         gc.freeze()
     tick()

@@ -16,7 +16,7 @@ import pytest
 
 from _fake_judge import MODEL, fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, point  # noqa: F401
-from faithtrace import trace_faithfulness
+from faithtrace import CaptureOptions, trace_faithfulness
 from faithtrace._config.settings import build_settings
 from faithtrace._telemetry import annotations
 from faithtrace._telemetry import names as n
@@ -119,6 +119,34 @@ def test_a_scored_call_writes_one_faithfulness_annotation_on_its_rag_span(
     assert on_trace["result"] == item["result"]
     assert on_trace["metadata"] == {**item["metadata"], "span_id": item["span_id"]}
     assert point(ft, n.METRIC_ANNOTATIONS, **{n.ANNOTATION_STATUS: "sent"}).value == 2
+
+
+def test_a_long_explanation_is_cut_between_words_within_the_cap(
+    ft: FaithtraceCapture, fake_judge: Any, receiver: Receiver
+) -> None:
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    explanations = []
+    for cap in (4096, 70):
+        ft.configure(
+            judge=fake_judge.settings(),
+            annotations="phoenix",
+            phoenix_endpoint=receiver.url,
+            capture=CaptureOptions(max_attribute_chars=cap),
+        )
+        answer(QUESTION, [CONTEXT])
+        assert ft.flush()
+        spans = [b for b in receiver.bodies if b["path"] == "/v1/span_annotations"]
+        explanations.append(spans[-1]["data"][0]["result"]["explanation"])
+    full, shown = explanations
+    assert len(full) > 70
+    assert len(shown) <= 70, shown
+    assert shown.endswith("…"), shown
+    head = shown[:-1].rstrip()
+    assert full.startswith(head), shown
+    assert not full[len(head)].isalnum(), shown  # cut between words, never "in th…"
 
 
 def test_annotations_are_batched(ft: FaithtraceCapture, fake_judge: Any, receiver: Receiver) -> None:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(BENCH))
 import _accuracy_metrics  # noqa: E402
 import _common  # noqa: E402
 import _fakejudge  # noqa: E402
+import report  # noqa: E402
 
 
 def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -285,3 +286,23 @@ def test_budget_counts_evaluations_over_the_limits_and_compares_runs(tmp_path: P
     assert "2 rows in both; identical claim lists 1; verdicts changed 0 of 2;" in out
     assert "largest P(yes) change 0.3000" in out
     assert "same tokens 2; mean seconds 12.50 against 16.00" in out
+
+
+def test_the_benchmarks_page_is_rendered_from_the_results(tmp_path: Path) -> None:
+    """docs/benchmarks.md is report.py's rendering of results/ as they are: nothing on it is hand-copied."""
+    assert report.main(["--check"]) == 0, "run: python benchmarks/report.py"
+    page = report.PAGE.read_text(encoding="utf-8")
+    results = sorted((BENCH / "results").glob("*.json"))
+    assert {p.stem for p in results} >= {"overhead", "throughput", "eval-cpu", "fleet", "accuracy"}
+    for path in results:  # every result file is on the page, a renderer or not
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        assert f"`{doc['command']}`" in page, path.name
+
+
+def test_a_result_without_a_table_is_still_listed(tmp_path: Path) -> None:
+    doc = {"benchmark": "new_thing", "date": "2026-01-01", "command": "python benchmarks/new_thing.py"}
+    doc["machine"] = {"cpu": "x", "cores": 2, "loadavg_1m": 0.0, "python": "3.11"}
+    text = report._other(doc, tmp_path / "new-thing.json")
+    assert "## new_thing" in text
+    assert "`python benchmarks/new_thing.py`" in text
+    assert "benchmarks/results/new-thing.json" in text

@@ -187,8 +187,8 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     assert [c["verdict"] for c in output["claims"]] == ["yes", "no"]
     assert failing["metadata"]["evaluation_span_id"] == evaluation["context"]["span_id"]
 
-    # The span filters the README gives: the annotation, the nested attribute form, and the dotted form that
-    # silently matches nothing (Phoenix nests dotted attribute names).
+    # The span filters docs/backends.md gives: the annotation, the nested attribute form, and the dotted form
+    # that silently matches nothing (Phoenix nests dotted attribute names).
     project_id = _project_id(phoenix_server)
     on_label = _filtered(phoenix_server, project_id, "annotations['faithfulness'].label == 'fail'")
     assert on_label == [("support-answer", failing_id)]
@@ -206,8 +206,9 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "phoenix-traces-faithfulness.png"
     url = f"{phoenix_server.http_url}/projects/{project_id}/traces"
-    # The filter an on-call engineer types (README, "Phoenix"): failing answers only. The traces list filters
-    # on trace annotations (which is why faithtrace writes one per RAG span next to the span annotation).
+    # The filter an on-call engineer types (docs/backends.md, "Phoenix"): failing answers only. The traces
+    # list filters on trace annotations (which is why faithtrace writes one per RAG span next to the span
+    # annotation).
     page = _browse(
         browser_tools, url, "faithfulness", screenshot, "trace_annotations['faithfulness'].label == 'fail'"
     )

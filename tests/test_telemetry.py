@@ -145,6 +145,9 @@ def _assert_judge_messages(call: Any) -> None:
         assert attrs[n.LLM_INPUT_MESSAGE_ROLE.format(index=i)] == message["role"]
         assert attrs[n.LLM_INPUT_MESSAGE_CONTENT.format(index=i)] == message["parts"][0]["content"]
     assert attrs[n.LLM_OUTPUT_MESSAGE_CONTENT.format(index=0)] == reply["parts"][0]["content"]
+    # What trace UIs' span lists show: the last user message (what is judged) and the reply text.
+    assert attrs[n.INPUT_VALUE] == inputs[-1]["parts"][0]["content"]
+    assert attrs[n.OUTPUT_VALUE] == reply["parts"][0]["content"]
 
 
 def _score_one(ft: FaithtraceCapture, fake_judge: Any, question: str = QUESTION, **config: Any) -> Any:
@@ -167,7 +170,8 @@ def test_judge_messages_follow_the_capture_options(ft: FaithtraceCapture, fake_j
     evaluation = _score_one(ft, fake_judge, f"{QUESTION} key={secret}", capture=capture)
     (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
     texts = [v for k, v in call.attributes.items() if k.startswith("llm.") and k.endswith(".content")]
-    assert texts
+    texts += [call.attributes[n.INPUT_VALUE], call.attributes[n.OUTPUT_VALUE]]
+    assert len(texts) > 2
     assert all(len(t) <= 62 for t in texts)
     assert not any("Paris" in t or secret in t for t in texts)
     for key in (n.GEN_AI_INPUT_MESSAGES, n.GEN_AI_OUTPUT_MESSAGES):  # valid JSON whatever the cap
@@ -192,6 +196,9 @@ def test_without_content_capture_no_messages_and_no_texts(ft: FaithtraceCapture,
             k.startswith(("llm.input", "llm.output", "gen_ai.input", "gen_ai.output"))
             for k in span.attributes
         )
+        if span.name.startswith("chat "):
+            assert n.INPUT_VALUE not in span.attributes
+            assert n.OUTPUT_VALUE not in span.attributes
 
 
 def test_linked_placement_puts_the_evaluation_in_a_trace_of_its_own(

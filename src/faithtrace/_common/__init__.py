@@ -1,1 +1,2 @@
-"""The lowest layer: the errors users catch, our own failures kept from the host, secret scrubbing."""
+"""The lowest layer: the errors users catch, our own failures kept from the host, secret scrubbing, readable
+cuts of text."""

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from faithtrace._common.shorten import shorten
+
 _SECRET_RE: Final = re.compile(
     r"(?P<kv>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
     r"\b[\"']?\s*(?:[:=]|\bis\b)\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)"
@@ -49,11 +51,17 @@ def scrub_secrets(text: str) -> str:
 
 
 def export_text(
-    text: str, max_chars: int, scrub: bool, redact: Callable[[str], str] | None
+    text: str,
+    max_chars: int,
+    scrub: bool,
+    redact: Callable[[str], str] | None,
+    *,
+    readable: bool = False,
 ) -> tuple[str, bool]:
     """``text`` as it may leave the process: cut to ``max_chars``, secrets scrubbed, then the user's hook.
 
-    Returns the text and whether it was cut.
+    ``readable`` texts (explanations, reasons: read by people in trace UIs) are cut at a sentence end or
+    between words and end in an ellipsis; others at the cap exactly. Returns the text and whether it was cut.
     """
     # Scrub a little past the cap so that a secret straddling it cannot leave its first half behind.
     cut = len(text) > max_chars
@@ -61,7 +69,10 @@ def export_text(
         text = text[: max_chars + 128]
     if scrub:
         text = scrub_secrets(text)
-    if cut:
+    if cut and readable:
+        # At least one character goes, so that the ellipsis is there even when scrubbing shortened the text.
+        text = shorten(text, min(max_chars, len(text) - 1))
+    elif cut:
         text = text[:max_chars]
     if redact is not None:
         text = str(redact(text))

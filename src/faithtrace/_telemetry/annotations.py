@@ -62,7 +62,7 @@ def annotation(
     explanation = result.reason if result.error is None else f"{result.error.type}: {result.error.message}"
     if explanation and options.content:
         body["explanation"], _ = export_text(
-            explanation, options.max_attribute_chars, options.scrub_secrets, options.redact
+            explanation, options.max_attribute_chars, options.scrub_secrets, options.redact, readable=True
         )
     metadata: dict[str, Any] = {
         "outcome": outcome,

@@ -3,7 +3,9 @@
 GenAI semantic conventions (>= 1.37): ``gen_ai.input.messages`` / ``gen_ai.output.messages`` as JSON arrays
 of ``{"role", "parts": [{"type": "text", "content"}]}`` (output messages add ``finish_reason``).
 OpenInference: flattened ``llm.input_messages.{i}.message.role|content`` and ``llm.output_messages.*``, which
-Phoenix renders in its LLM view. Every text goes through the same exporter as any other captured text
+Phoenix renders in its LLM view. Its span lists show ``input.value`` / ``output.value`` instead (a judge span
+without them reads ``--`` and the reply's id there): the prompt's last user message, which holds what is
+being judged, and the reply text. Every text goes through the same exporter as any other captured text
 (secrets scrubbed, the redaction hook, the size cap), so the JSON stays valid however long the prompt.
 """
 
@@ -39,6 +41,8 @@ def message_attributes(call: LLMCall, export: Export) -> dict[str, Any]:
         attrs[n.LLM_INPUT_MESSAGE_ROLE.format(index=i)] = role
         attrs[key] = text
         inputs.append(_message(role, text))
+        if role == "user":
+            attrs[n.INPUT_VALUE] = text  # the last one wins
     if inputs:
         attrs[n.GEN_AI_INPUT_MESSAGES] = json.dumps(inputs, ensure_ascii=False)
     if call.output_text is not None:
@@ -46,6 +50,7 @@ def message_attributes(call: LLMCall, export: Export) -> dict[str, Any]:
         text = export(key, call.output_text)
         attrs[n.LLM_OUTPUT_MESSAGE_ROLE.format(index=0)] = "assistant"
         attrs[key] = text
+        attrs[n.OUTPUT_VALUE] = text
         reply = _message("assistant", text, call.finish_reason or "stop")
         attrs[n.GEN_AI_OUTPUT_MESSAGES] = json.dumps([reply], ensure_ascii=False)
     return attrs

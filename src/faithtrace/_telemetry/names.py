@@ -102,6 +102,22 @@ CLAIM_JUDGE_VERDICT: Final = "faithtrace.claim.judge_verdict"
 CLAIM_CHECK_VERDICT: Final = "faithtrace.claim.check_verdict"
 CLAIM_DISAGREEMENT: Final = "faithtrace.claim.disagreement"
 CLAIM_P_SUPPORTED: Final = "faithtrace.claim.p_supported"
+# The trained detector's view of a claim (wherever a detector ran): its verdict, whether it differs from the
+# verdict that counts on "supported or not", and the answer spans it flagged inside the claim: their texts
+# (with content capture), their highest token probabilities and their character offsets in the answer.
+CLAIM_DETECTOR_VERDICT: Final = "faithtrace.claim.detector.verdict"
+CLAIM_DETECTOR_DISAGREEMENT: Final = "faithtrace.claim.detector.disagreement"
+CLAIM_DETECTOR_SPANS: Final = "faithtrace.claim.detector.spans"
+CLAIM_DETECTOR_SPAN_P: Final = "faithtrace.claim.detector.span_p"
+CLAIM_DETECTOR_SPAN_START: Final = "faithtrace.claim.detector.span_start"
+CLAIM_DETECTOR_SPAN_END: Final = "faithtrace.claim.detector.span_end"
+# On the evaluation span: the detector model, how many windows it read, the spans it flagged (claims or
+# not) and the highest probability among them; its error when it could not run next to a judge.
+EVAL_DETECTOR_MODEL: Final = "faithtrace.evaluation.detector.model"
+EVAL_DETECTOR_WINDOWS: Final = "faithtrace.evaluation.detector.windows"
+EVAL_DETECTOR_SPANS: Final = "faithtrace.evaluation.detector.spans"
+EVAL_DETECTOR_MAX_P: Final = "faithtrace.evaluation.detector.max_p"
+EVAL_DETECTOR_ERROR: Final = "faithtrace.evaluation.detector.error"
 
 STEP_EVENT: Final = "faithtrace.step"
 STEP_NAME: Final = "faithtrace.step.name"

@@ -23,7 +23,7 @@ from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
 from faithtrace._telemetry.records import Captured
 from faithtrace.judge import LLMCall
-from faithtrace.scoring.models import FaithfulnessResult
+from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from faithtrace._telemetry.records import Job
 
 Attributes = dict[str, Any]
+
+# Flagged spans recorded per claim: a claim holding more is rare, and its first spans already say why.
+_SPANS_PER_CLAIM = 8
 
 
 class _Exporter:
@@ -40,9 +43,9 @@ class _Exporter:
         self.options = options
         self.truncated: list[str] = []
 
-    def __call__(self, key: str, text: str) -> str:
+    def __call__(self, key: str, text: str, readable: bool = False) -> str:
         o = self.options
-        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact)
+        out, cut = export_text(text, o.max_attribute_chars, o.scrub_secrets, o.redact, readable=readable)
         if cut:
             self.truncated.append(key)
         return out
@@ -163,6 +166,33 @@ def evaluation_attributes(job: Job, result: FaithfulnessResult, started_ns: int)
         attrs[n.GEN_AI_REQUEST_MODEL] = result.judge_model
     if result.error is not None:
         attrs[n.ERROR_TYPE] = result.error.type
+    detector = result.detector
+    if detector is not None:
+        attrs[n.EVAL_DETECTOR_MODEL] = detector.model
+        attrs[n.EVAL_DETECTOR_WINDOWS] = detector.windows
+        attrs[n.EVAL_DETECTOR_SPANS] = len(detector.spans)
+        if detector.spans:
+            attrs[n.EVAL_DETECTOR_MAX_P] = max(s.p for s in detector.spans)
+        if detector.error:
+            attrs[n.EVAL_DETECTOR_ERROR] = detector.error
+    return attrs
+
+
+def _detector_attributes(claim: ClaimVerdict, options: CaptureOptions, export: _Exporter) -> Attributes:
+    """A claim event's detector attributes: its verdict and its flagged spans as parallel arrays."""
+    if claim.detector_verdict is None:
+        return {}
+    attrs: Attributes = {
+        n.CLAIM_DETECTOR_VERDICT: claim.detector_verdict,
+        n.CLAIM_DETECTOR_DISAGREEMENT: claim.detector_disagreement,
+    }
+    found = claim.detector_spans[:_SPANS_PER_CLAIM]
+    if found:
+        attrs[n.CLAIM_DETECTOR_SPAN_P] = [s.p for s in found]
+        attrs[n.CLAIM_DETECTOR_SPAN_START] = [s.start for s in found]
+        attrs[n.CLAIM_DETECTOR_SPAN_END] = [s.end for s in found]
+        if options.content:
+            attrs[n.CLAIM_DETECTOR_SPANS] = [export(n.CLAIM_DETECTOR_SPANS, s.text) for s in found]
     return attrs
 
 
@@ -175,7 +205,7 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
         "threshold": result.threshold,
     }
     if result.reason and options.content:
-        doc["reason"] = export(n.OUTPUT_VALUE, result.reason)
+        doc["reason"] = export(n.OUTPUT_VALUE, result.reason, readable=True)
     if result.error is not None:
         doc["error"] = result.error.type
     if result.unjudged:
@@ -188,10 +218,19 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
             item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
         if claim.p_supported is not None:
             item["p_supported"] = claim.p_supported
+        if claim.detector_verdict is not None:
+            item["detector_verdict"] = claim.detector_verdict
+            item["detector_disagreement"] = claim.detector_disagreement
+            found = claim.detector_spans[:_SPANS_PER_CLAIM]
+            item["detector_spans"] = [
+                {"p": s.p, "start": s.start, "end": s.end}
+                | ({"text": export(n.OUTPUT_VALUE, s.text)} if options.content else {})
+                for s in found
+            ]
         if options.content:
             item["claim"] = export(n.OUTPUT_VALUE, claim.text)
             if claim.reason:
-                item["reason"] = export(n.OUTPUT_VALUE, claim.reason)
+                item["reason"] = export(n.OUTPUT_VALUE, claim.reason, readable=True)
         claims.append(item)
     doc["claims"] = claims
 
@@ -256,7 +295,9 @@ def emit_evaluation(
     if result.label is not None:
         event[n.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
     if result.reason and options.content:
-        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(n.GEN_AI_EVALUATION_EXPLANATION, result.reason)
+        event[n.GEN_AI_EVALUATION_EXPLANATION] = export(
+            n.GEN_AI_EVALUATION_EXPLANATION, result.reason, readable=True
+        )
     if result.error is not None:
         event[n.ERROR_TYPE] = result.error.type
     span.add_event(n.GEN_AI_EVALUATION_RESULT_EVENT, event)
@@ -278,7 +319,8 @@ def emit_evaluation(
         if options.content:
             attrs[n.CLAIM_TEXT] = export(n.CLAIM_TEXT, claim.text)
             if claim.reason:
-                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason)
+                attrs[n.CLAIM_REASON] = export(n.CLAIM_REASON, claim.reason, readable=True)
+        attrs.update(_detector_attributes(claim, options, export))
         span.add_event(n.CLAIM_EVENT, attrs)
     if len(result.claims) > len(shown):
         span.set_attribute(n.EVAL_CLAIM_EVENTS_DROPPED, len(result.claims) - len(shown))

@@ -16,6 +16,8 @@ from faithtrace.judge import LLMCall
 
 __all__ = [
     "ClaimVerdict",
+    "DetectorReport",
+    "DetectorSpan",
     "ErrorInfo",
     "FaithfulnessResult",
     "IdkPolicy",  # an option (ScoringOptions.idk_policy); re-exported because results carry it
@@ -38,7 +40,19 @@ class Outcome(StrEnum):
     ERROR = "error"
 
 
-DecidedBy = Literal["judge", "proof", "check"]
+DecidedBy = Literal["judge", "proof", "check", "detector"]
+
+
+class DetectorSpan(BaseModel):
+    """Characters ``start:end`` of the (stripped) answer that the trained detector flagged as not supported by
+    the context, with ``p``, the highest P(not supported) of its tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    text: str
+    p: float = Field(ge=0.0, le=1.0)
 
 
 class ClaimVerdict(BaseModel):
@@ -50,7 +64,13 @@ class ClaimVerdict(BaseModel):
     the judge said). ``check_verdict`` is the lexical check's own view of a judged claim; when it differs
     from ``judge_verdict`` the two disagree (``disagreement``), whatever the policy made of it.
     ``p_supported`` is the judge's probability that the claim is supported, read from the verdict token's
-    log-probabilities where the judge returns them (the embedded judge does).
+    log-probabilities where the judge returns them (the embedded judge does), or, for a claim the detector
+    decided, one minus the highest P(not supported) of its tokens.
+
+    ``detector_verdict`` is the trained detector's view, wherever a detector ran: ``idk`` (not supported)
+    for a claim holding a flagged span (``detector_spans``), else ``yes``. Next to a judge it is recorded,
+    never applied; ``detector_disagreement`` says when one of the two calls the claim supported and the other
+    does not.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -62,6 +82,15 @@ class ClaimVerdict(BaseModel):
     judge_verdict: Verdict | None = None
     check_verdict: Verdict | None = None
     p_supported: float | None = Field(default=None, ge=0.0, le=1.0)
+    detector_verdict: Verdict | None = None
+    detector_spans: list[DetectorSpan] = Field(default_factory=list)
+
+    @property
+    def detector_disagreement(self) -> bool:
+        """The detector and the verdict that counts differ on whether the claim is supported."""
+        if self.detector_verdict is None:
+            return False
+        return (self.detector_verdict == "yes") != (self.verdict == "yes")
 
     @property
     def disagreement(self) -> bool:
@@ -108,6 +137,21 @@ class ErrorInfo(BaseModel):
     step: str | None = None
 
 
+class DetectorReport(BaseModel):
+    """What the trained detector read for one evaluation: every span it flagged (in claims or not), how many
+    model inputs the answer took (``windows``, over all ``parts`` of a long answer), and how long it ran."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    spans: list[DetectorSpan] = Field(default_factory=list)
+    windows: int = 0
+    parts: int = 0
+    combine: Literal["min", "max"] = "min"
+    duration_s: float = 0.0
+    error: str | None = None  # next to a judge, a detector that failed leaves the judge's result as it is
+
+
 class FaithfulnessResult(BaseModel):
     """The outcome of scoring one answer against its retrieved context.
 
@@ -135,6 +179,7 @@ class FaithfulnessResult(BaseModel):
     calls: list[LLMCall] = Field(default_factory=list)
     duration_s: float = 0.0
     error: ErrorInfo | None = None
+    detector: DetectorReport | None = None
 
     @property
     def label(self) -> Literal["pass", "fail"] | None:

@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from faithtrace._common.errors import JudgeError, LocalJudgeError
+from faithtrace._common.errors import DetectorError, JudgeError, LocalJudgeError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.judge import Judge
-from faithtrace.scoring import grounding, judge_budget, proof, reasons, steps, verdict_checks
+from faithtrace.scoring import detection, grounding, judge_budget, proof, reasons, steps, verdict_checks
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
     ClaimVerdict,
+    DetectorReport,
     ErrorInfo,
     FaithfulnessResult,
     LLMCall,
@@ -310,9 +311,17 @@ async def run_pipeline(
 
     # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
     t0 = time.perf_counter()
+    detector: DetectorReport | None = None
     if not documents:
         verdicts = [ClaimVerdict(text=c, verdict="idk", reason="No context was retrieved.") for c in claims]
         outcome = Outcome.NO_CONTEXT
+    elif options.verdict_source == "detector":
+        try:
+            detector, verdicts = await detection.decide(options, question, documents, text, claims)
+        except DetectorError as exc:
+            return run.failed("verdicts", exc, t0)
+        run.record("verdicts", [], t0)
+        outcome = Outcome.SCORED
     else:
         # Proven claims are settled in code; every other claim goes to the judge (verdict_checks).
         proofs = (
@@ -345,6 +354,8 @@ async def run_pipeline(
         policy = local_mode(options.verdict_policy, judge.settings, "checks", "judge")
         verdicts = verdict_checks.apply(merged, [found[i] for i in kept], policy)
         outcome = Outcome.SCORED
+        if options.detector_model:
+            detector, verdicts = await detection.beside_judge(options, question, documents, text, verdicts)
 
     # 4. the score, in code.
     counts = scoring.count(verdicts)
@@ -366,6 +377,9 @@ async def run_pipeline(
         claims=verdicts,
         unjudged=unjudged,
         reason=reason,
+        detector=detector,
+        # The verdicts' author: with the detector deciding, the judge is at most asked for claims or truths.
+        **({"judge_model": detector.model} if detector and options.verdict_source == "detector" else {}),
     )
 
 
@@ -378,5 +392,8 @@ def _calls_of(exc: BaseException) -> list[LLMCall]:
 
 
 def _error_info(step: StepName, exc: BaseException) -> ErrorInfo:
-    etype = exc.type if isinstance(exc, JudgeError) else "local_judge_unavailable"
+    if isinstance(exc, JudgeError):
+        etype = exc.type
+    else:
+        etype = "detector_unavailable" if isinstance(exc, DetectorError) else "local_judge_unavailable"
     return ErrorInfo(type=etype, message=(str(exc) or etype)[:1000], step=step)

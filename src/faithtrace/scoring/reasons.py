@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from faithtrace._common.shorten import shorten
 from faithtrace.scoring.models import ClaimVerdict, Outcome, VerdictCounts
 
 _LISTED = 3  # unsupported claims quoted in the reason; the full list is in ``claims``
@@ -15,8 +16,7 @@ _QUOTE_CHARS = 120
 
 
 def _quote(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 1].rstrip() + "…"
+    return shorten(" ".join(text.split()), _QUOTE_CHARS)  # between words, never "in th…"
 
 
 def outcome_reason(counts: VerdictCounts, outcome: Outcome) -> str:
