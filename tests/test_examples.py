@@ -212,7 +212,10 @@ def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudg
         assert row["evaluation"]["answer"] == row["http_answer"]
         assert row["question"] in stdout
     assert "✓ supported" in stdout
-    assert "? not in context" in stdout
+    assert "? not in the documents" in stdout
+    embellished = rows[2]["evaluation"]["claims"][-1]
+    assert embellished["text"].startswith("Express next-day delivery")
+    assert (embellished["verdict"], embellished["status"]) == ("idk", "not_in_documents")
     assert "flagged 2/2 made-up answers and 0/1 faithful ones" in stdout
 
 

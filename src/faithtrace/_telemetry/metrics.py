@@ -187,7 +187,7 @@ class Instruments:
         fattrs = {n.FUNCTION: function}
         if result.score is not None:
             self.score.record(result.score, fattrs)
-        if result.outcome is not Outcome.ERROR:
+        if result.outcome not in (Outcome.ERROR, Outcome.INPUT_ERROR):
             self.claims.record(result.counts.total, fattrs)
         for verdict, count in (
             ("yes", result.counts.yes),

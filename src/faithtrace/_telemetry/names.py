@@ -94,6 +94,8 @@ CLAIM_EVENT: Final = "faithtrace.claim"
 CLAIM_INDEX: Final = "faithtrace.claim.index"
 CLAIM_TEXT: Final = "faithtrace.claim.text"
 CLAIM_VERDICT: Final = "faithtrace.claim.verdict"
+# What the verdict means: supported | contradicted | not_in_documents | not_confirmed (an unsure "yes").
+CLAIM_STATUS: Final = "faithtrace.claim.status"
 CLAIM_REASON: Final = "faithtrace.claim.reason"
 # Who decided the verdict (judge | proof | check), what the judge and the lexical check each said, whether
 # they disagree, and the judge's P(supported) where it returns log-probabilities.
@@ -160,7 +162,7 @@ EXPORTER: Final = "faithtrace.exporter"  # prometheus
 METRIC_ANNOTATIONS: Final = "faithtrace.annotations"  # counter by status: sent | failed | dropped
 
 # Metric attributes: low-cardinality only, never text.
-# scored | no_claims | no_context | error | dropped | sampled_out | capture_error
+# scored | no_claims | no_context | input_error | error | dropped | sampled_out | capture_error
 OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
 ANNOTATION_STATUS: Final = "faithtrace.annotation.status"  # sent | failed | dropped

@@ -213,7 +213,11 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
         # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
-        item: dict[str, Any] = {"verdict": claim.verdict, "decided_by": claim.decided_by}
+        item: dict[str, Any] = {
+            "verdict": claim.verdict,
+            "status": claim.status,
+            "decided_by": claim.decided_by,
+        }
         if claim.disagreement:
             item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
         if claim.p_supported is not None:
@@ -307,6 +311,7 @@ def emit_evaluation(
         attrs: Attributes = {
             n.CLAIM_INDEX: index,
             n.CLAIM_VERDICT: claim.verdict,
+            n.CLAIM_STATUS: claim.status,
             n.CLAIM_DECIDED_BY: claim.decided_by,
             n.CLAIM_DISAGREEMENT: claim.disagreement,
         }
