@@ -8,6 +8,8 @@ each claim's verdict, who decided it and P(yes)) go to ``results/probes_rows.jso
 
     python benchmarks/probes.py                      # default options, embedded judge
     python benchmarks/probes.py --split tune         # only the tuning two thirds
+    python benchmarks/probes.py --detector-model DIR --out results/probes_detector_rows.jsonl
+                                                     # the trained detector decides (no LLM)
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         probes = [p for p in probes if p["split"] == args.split]
     judge = JudgeSettings(model=args.judge_model, api_base=args.api_base, api_key=args.api_key)
     overrides = json.loads(args.options) if args.options else {}
+    if args.detector_model:
+        overrides.update(verdict_source="detector", detector_model=args.detector_model)
     options = ScoringOptions(**overrides)
     rows = []
     for probe in probes:
@@ -71,6 +75,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "judge_verdict": c.judge_verdict,
                     "check_verdict": c.check_verdict,
                     "p_supported": c.p_supported,
+                    "detector_spans": [(s.text, s.p) for s in c.detector_spans],
                 }
                 for c in res.claims
             ],
@@ -181,6 +186,7 @@ def main() -> None:
     parser.add_argument(
         "--options", default=None, help='ScoringOptions overrides as JSON, e.g. {"min_p_supported": 0.6}'
     )
+    parser.add_argument("--detector-model", help="a detector model directory: it decides every verdict")
     parser.add_argument("--out", type=Path, default=HERE / "results/probes_rows.jsonl")
     parser.add_argument("--table-only", action="store_true", help="print the table of an earlier --out file")
     parser.add_argument(

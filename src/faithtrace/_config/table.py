@@ -159,7 +159,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         8_000, ge=100),
     Option("scoring.verdict_source", "Who decides each claim's verdict: judge (the LLM judge and the "
         "checks), or detector (the trained detector of detector_model alone: no LLM call with sentence "
-        "claims). No trained model ships yet (see the README).",
+        "claims). No trained model ships yet (docs/judges.md).",
         "judge", ("FAITHTRACE_VERDICT_SOURCE",), parse_lower, choices=("judge", "detector")),
     Option("scoring.detector_model", "A detector model directory (model.onnx, tokenizer.json, detector.json; "
         "each file's sha256 checked at load; needs faithtrace[detector]). With verdict_source judge, its "
