@@ -17,32 +17,20 @@ The request path starts the span and wraps it in a ``PendingSpan``. From then on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from faithtrace._common import safety
 from faithtrace._common.secrets import scrub_secrets
-from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import spans
-from faithtrace._telemetry.metrics import FunctionStats, count_outcome
+from faithtrace._telemetry.metrics import count_outcome
+from faithtrace._telemetry.records import Captured, FunctionStats, Job
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
     from faithtrace._config.settings import CaptureOptions
-
-
-class Job(NamedTuple):
-    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
-
-    span_context: SpanContext  # the RAG span the evaluation belongs to
-    stats: FunctionStats  # the decorated function's counters
-    query: str | None
-    contexts: tuple[str, ...]
-    answer: str
-    enqueued_ns: int  # wall clock when the call returned, for the evaluation span
-    enqueued_at: float  # monotonic, for durations
 
 
 Offer = Callable[[Job], bool]  # queue an evaluation; False when it was dropped

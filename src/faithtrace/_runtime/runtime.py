@@ -20,13 +20,14 @@ from opentelemetry import trace
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings, build_settings
 from faithtrace._runtime import thread_watch
-from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
+from faithtrace._runtime.pending_span import Offer, PendingSpan
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
+from faithtrace._telemetry.records import Job
 from faithtrace._version import __version__
 from faithtrace.scoring.models import ErrorInfo
 from faithtrace.scoring.scorer import Scorer
@@ -87,7 +88,7 @@ class Runtime:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
-        self.instruments = ft_metrics.instruments_for(meter_provider)
+        self.instruments = ft_metrics.instruments_for(meter_provider, _queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
             settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
@@ -367,6 +368,5 @@ def _register_at_exit() -> None:
         atexit.register(_at_exit)
 
 
-ft_metrics.queue_depth = _queue_depth
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -19,16 +19,16 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from faithtrace._common.secrets import export_text
-from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace._telemetry.records import Captured
+from faithtrace.judge import LLMCall
 from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
     from faithtrace._config.settings import CaptureOptions
-    from faithtrace._runtime.pending_span import Job
+    from faithtrace._telemetry.records import Job
 
 Attributes = dict[str, Any]
 

@@ -13,7 +13,7 @@ from faithtrace._common.unicode import valid_text
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.cli.metrics import LABELS, Summary, summarise
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.pipeline import run_pipeline
 
