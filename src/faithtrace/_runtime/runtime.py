@@ -21,13 +21,14 @@ from opentelemetry import trace
 from faithtrace._common import host_state, safety
 from faithtrace._config.settings import Settings, build_settings
 from faithtrace._runtime import thread_watch
-from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
+from faithtrace._runtime.pending_span import Offer, PendingSpan
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
+from faithtrace._telemetry.records import Job
 from faithtrace._version import __version__
 from faithtrace.scoring.models import ErrorInfo
 from faithtrace.scoring.scorer import Scorer
@@ -88,10 +89,15 @@ class Runtime:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
-        self.instruments = ft_metrics.instruments_for(meter_provider)
+        self.instruments = ft_metrics.instruments_for(meter_provider, _queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
-            settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
+            settings.annotations,
+            settings.phoenix_endpoint,
+            settings.phoenix_api_key,
+            # Read when the config is registered: a global provider may be set after configure().
+            lambda: ft_annotations.phoenix_project(tracer_provider or trace.get_tracer_provider()),
+            settings.scoring.threshold,
         )
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
@@ -105,18 +111,18 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse, self._remote)
+            pending.finish(self.capture, _refuse, self._remote, self.tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote)
+            pending.finish(self.capture, worker.offer, self._remote, self.tracer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
-                capture, remote = self.capture, self._remote
+                capture, remote, tracer = self.capture, self._remote, self.tracer
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
-                    pending.finish(capture, offer, remote)
+                    pending.finish(capture, offer, remote, tracer)
 
                 self._worker = Worker(
                     finish,
@@ -395,6 +401,5 @@ def _register_at_exit() -> None:
         register(_at_exit)
 
 
-ft_metrics.queue_depth = _queue_depth
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -20,7 +20,7 @@ from typing import Literal
 from faithtrace._common.errors import DetectorError, JudgeError, LocalJudgeError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring import (
     detection,
     grounding,
