@@ -4,7 +4,7 @@ Rows come from a RAGTruth QA JSONL file (``question``, ``contexts``, ``answer``,
 hallucinated). By default a balanced subset is drawn with a fixed seed (``--limit`` rows per label), because
 on this CPU one evaluation takes tens of seconds per system. Every system uses the same judge: the embedded
 local judge unless ``--judge-model`` names a litellm model (``--api-base``/``--api-key`` for an
-OpenAI-compatible server). DeepEval and RAGAS run in their own venv (see README), as a subprocess, one
+OpenAI-compatible server). DeepEval and RAGAS run in their own venv (benchmarks/README.md), a subprocess, one
 after the other.
 
 Per system: balanced accuracy at the system's own pass threshold, AUROC of its score against the labels, LLM
@@ -12,7 +12,11 @@ calls, input/output tokens and seconds per evaluation, and the invalid-output ra
 with no score; they count as "faithful", since that is what a failed check lets through). The no-LLM reference
 calls an answer hallucinated iff it has more than 130 words.
 
+``--systems detector --detector-model DIR`` scores with the trained detector alone (no LLM): the judge is not
+resolved (nor the embedded one started) unless another system needs it.
+
     python benchmarks/accuracy.py --quick
+    python benchmarks/accuracy.py --systems detector --detector-model DIR --limit 0
 """
 
 from __future__ import annotations
@@ -75,12 +79,16 @@ def length_rule(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
+def score_faithtrace(
+    row: dict[str, Any], judge: Any, options: Any = None, system: str = "faithtrace"
+) -> dict[str, Any]:
     import faithtrace
 
     t0 = time.perf_counter()
     try:
-        res = faithtrace.evaluate(row["question"], row["contexts"], row["answer"], judge=judge)
+        res = faithtrace.evaluate(
+            row["question"], row["contexts"], row["answer"], judge=judge, options=options
+        )
     except Exception as exc:  # evaluate() should not raise for judge failures; count it if it does
         rec: dict[str, Any] = {"id": row["id"], "score": None, "outcome": "exception"}
         rec.update(error=f"{type(exc).__name__}: {exc}", llm_calls=0, input_tokens=0, output_tokens=0)
@@ -102,11 +110,11 @@ def score_faithtrace(row: dict[str, Any], judge: Any) -> dict[str, Any]:
         }
     rec["seconds"] = time.perf_counter() - t0
     print(
-        f"  faithtrace {row['id']} ({row['label']}): score={rec['score']} outcome={rec['outcome']} "
+        f"  {system} {row['id']} ({row['label']}): score={rec['score']} outcome={rec['outcome']} "
         f"calls={rec['llm_calls']} in={rec['input_tokens']} out={rec['output_tokens']} {rec['seconds']:.1f}s",
         flush=True,
     )
-    return {"system": "faithtrace", **rec}
+    return {"system": system, **rec}
 
 
 def _claim_support(claim: list[Any]) -> float:
@@ -233,11 +241,12 @@ def summarise(
     length_name = f"length rule (>{LENGTH_RULE_WORDS} words)"
     records: dict[str, list[dict[str, Any]]] = {length_name: length_rule(complete)}
     rules = {length_name: f"hallucinated iff > {LENGTH_RULE_WORDS} words; AUROC by word count"}
-    if "faithtrace" in systems:
-        records["faithtrace"] = [
-            faithtrace_record(done[("faithtrace", r["id"])], labels[r["id"]]) for r in complete
-        ]
-        rules["faithtrace"] = "hallucinated iff not passed (score < its threshold, 0.7)"
+    for system in ("faithtrace", "detector"):
+        if system in systems:
+            records[system] = [faithtrace_record(done[(system, r["id"])], labels[r["id"]]) for r in complete]
+            rules[system] = "hallucinated iff not passed (score < its threshold, 0.7)"
+    if "detector" in records:
+        rules["detector"] += "; AUROC on the mean over claims of 1 - max token P(not supported)"
     for system, keys in (("deepeval", ["deepeval", "deepeval_penalize_ambiguous"]), ("ragas", ["ragas"])):
         if system not in systems:
             continue
@@ -247,19 +256,21 @@ def summarise(
             rules[name] = f"hallucinated iff score < {PEER_THRESHOLD}; AUROC on 1 - score"
     summary: dict[str, Any] = {name: metrics.summarise(recs, rules[name]) for name, recs in records.items()}
     notes: dict[str, str] = {}
-    if "faithtrace" in records and len(complete) >= 4:
+    mains = [m for m in ("faithtrace", "detector") if m in records]
+    if mains and len(complete) >= 4:
         truth = [r["label"] == "hallucinated" for r in complete]
-        for name, recs in records.items():
-            if name == "faithtrace":
-                continue
-            ci = metrics.paired_bootstrap(truth, records["faithtrace"], recs)
-            summary["faithtrace"].setdefault("vs", {})[name] = ci
-            notes[f"faithtrace − {name}, 95 % paired bootstrap"] = (
-                f"AUROC {_signed(summary['faithtrace']['auroc'], summary[name]['auroc'])} "
-                f"[{ci['auroc_diff_95'][0]:+.2f}, {ci['auroc_diff_95'][1]:+.2f}], balanced accuracy "
-                f"{_signed(summary['faithtrace']['balanced_accuracy'], summary[name]['balanced_accuracy'])} "
-                f"[{ci['balanced_accuracy_diff_95'][0]:+.2f}, {ci['balanced_accuracy_diff_95'][1]:+.2f}]"
-            )
+        for main in mains:
+            for name, recs in records.items():
+                if name in mains:
+                    continue
+                ci = metrics.paired_bootstrap(truth, records[main], recs)
+                summary[main].setdefault("vs", {})[name] = ci
+                notes[f"{main} − {name}, 95 % paired bootstrap"] = (
+                    f"AUROC {_signed(summary[main]['auroc'], summary[name]['auroc'])} "
+                    f"[{ci['auroc_diff_95'][0]:+.2f}, {ci['auroc_diff_95'][1]:+.2f}], balanced accuracy "
+                    f"{_signed(summary[main]['balanced_accuracy'], summary[name]['balanced_accuracy'])} "
+                    f"[{ci['balanced_accuracy_diff_95'][0]:+.2f}, {ci['balanced_accuracy_diff_95'][1]:+.2f}]"
+                )
     if "deepeval" in summary and "faithtrace" in summary:
         d = (summary["deepeval"]["input_tokens_per_eval"] or 0) + (
             summary["deepeval"]["output_tokens_per_eval"] or 0
@@ -315,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--systems", default="faithtrace,deepeval,ragas", help="comma list; length is always run")
     p.add_argument("--judge-model", help="litellm model for every system (default: the embedded local judge)")
+    p.add_argument("--detector-model", help="the detector model directory for --systems detector")
     p.add_argument("--api-base")
     p.add_argument("--api-key")
     p.add_argument("--structured-output", default="auto", help="faithtrace's mode with --judge-model")
@@ -375,8 +387,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             systems.remove(system)
             notes_extra[system] = f"not installed (no {python}; see benchmarks/setup_peers.sh)"
-    judge, endpoint, judge_name = resolve_judge(args)
-    print(f"judge: {judge_name} ({endpoint['api_base'] or 'provider default'})", flush=True)
+    detector_options = None
+    if "detector" in systems:
+        import faithtrace
+
+        if not args.detector_model:
+            print("--systems detector needs --detector-model DIR", file=sys.stderr)
+            return 2
+        detector_options = faithtrace.ScoringOptions.from_env(
+            verdict_source="detector", detector_model=args.detector_model
+        )
+        notes_extra["detector"] = f"model {args.detector_model}"
+    if set(systems) - {"detector"}:
+        judge, endpoint, judge_name = resolve_judge(args)
+        print(f"judge: {judge_name} ({endpoint['api_base'] or 'provider default'})", flush=True)
+    else:
+        judge, endpoint, judge_name = None, {}, "none (detector only)"
     peers: dict[str, PeerProcess] = {}
 
     def write(final: bool) -> tuple[dict[str, Any], dict[str, str]]:
@@ -404,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 if system == "faithtrace":
                     rec = score_faithtrace(row, judge)
+                elif system == "detector":
+                    rec = score_faithtrace(row, judge, detector_options, system="detector")
                 else:
                     if system not in peers:
                         peers[system] = PeerProcess(system, python, endpoint)

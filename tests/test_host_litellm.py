@@ -51,7 +51,7 @@ def test_host_acompletion_under_load_logs_no_error_and_its_callbacks_see_only_it
     # The host's own calls all reach its callbacks ...
     assert callbacks["async_log_success_event"] == {HOST_MODEL: requests}
     # ... and no judge call reaches a success or failure callback. (litellm runs its pre-call hooks for
-    # every request, with no per-request switch: see the README.)
+    # every request, with no per-request switch: see docs/judges.md.)
     for event, models in callbacks.items():
         if event != "log_pre_api_call":
             assert set(models) == {HOST_MODEL}, (event, models)

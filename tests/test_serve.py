@@ -450,3 +450,95 @@ def test_the_ack_comes_after_the_results_were_exported(
         assert exported == trace_ids  # no waiting: the OK meant "scored and handed on"
         tp.shutdown()
         assert serve.stats()["scored"] == 3
+
+
+# --- OpenInference assembly under load ------------------------------------------------------------------
+def _oi_request(*spans: tuple[int, int, int, str, dict[str, str]]) -> bytes:
+    """One OTLP request of OpenInference spans: (trace id, span id, parent id, name, attributes)."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", "oi-app"
+    scope = rs.scope_spans.add()
+    for trace_id, span_id, parent, name, attrs in spans:
+        span = scope.spans.add()
+        span.trace_id, span.span_id, span.name = (
+            trace_id.to_bytes(16, "big"),
+            span_id.to_bytes(8, "big"),
+            name,
+        )
+        if parent:
+            span.parent_span_id = parent.to_bytes(8, "big")
+        for key, value in attrs.items():
+            a = span.attributes.add()
+            a.key, a.value.string_value = key, value
+    return req.SerializeToString()
+
+
+def _oi_retriever(trace_id: int) -> tuple[int, int, int, str, dict[str, str]]:
+    return (
+        trace_id,
+        2,
+        1,
+        "retrieve",
+        {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": " ".join(DOCS)},
+    )
+
+
+def _oi_root(trace_id: int, answer: str = ANSWER) -> tuple[int, int, int, str, dict[str, str]]:
+    attrs = {"openinference.span.kind": "CHAIN", "input.value": "Where is it?", "output.value": answer}
+    return trace_id, 1, 0, "query", attrs
+
+
+def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots_gets_in(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    """Five traces' retriever parts come first (the Collector split each trace), then one part with their
+    roots. Held traces wait for their root on their own bound, not on --max-pending's: with them counted
+    there, the part carrying the roots was refused for good (a livelock)."""
+    args = ("--concurrency", "1", "--max-pending", "2", "--settle", "60", "--hold", "0.2")
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, *args, "--retry-after", "0.5") as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        for trace_id in range(1, 6):
+            export(_oi_request(_oi_retriever(trace_id)), timeout=30)
+        stats = serve.stats()
+        assert (stats["held_traces"], stats["pending"], stats["rejected_saturated"]) == (5, 0, 0)
+        export(_oi_request(*(_oi_root(t) for t in range(1, 6))), timeout=60)  # answered after the scores
+        found = sink.wait(5, timeout=30)
+        channel.close()
+        assert len(found) == 5
+        assert {
+            (int.from_bytes(s.trace_id, "big"), int.from_bytes(s.parent_span_id, "big")) for _, s in found
+        } == {(t, 1) for t in range(1, 6)}
+        stats = serve.stats()
+        assert (stats["scored"], stats["held_traces"], stats["incomplete"]) == (5, 0, 0)
+
+
+def test_a_non_rag_flood_takes_no_rag_room_and_refusals_say_why(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    args = ("--max-traces", "3", "--retry-after", "0.5")
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        # 2,000 CHAIN roots without a retriever (a chatbot's traces), 500 to a request: all taken at once.
+        for first in range(1000, 3000, 500):
+            export(_oi_request(*(_oi_root(t, "Hello there.") for t in range(first, first + 500))), timeout=30)
+        stats = serve.stats()
+        assert stats["dropped_not_rag"] >= 1990  # its own small bound: the oldest went first
+        assert (stats["held_traces"], stats["rejected_saturated"], stats["rejected_held"]) == (0, 0, 0)
+        # A RAG trace still gets in and is scored against its root.
+        export(_oi_request(_oi_retriever(7), _oi_root(7)), timeout=30)
+        [(_, evaluation)] = sink.wait(1)
+        assert int.from_bytes(evaluation.parent_span_id, "big") == 1
+        # Three RAG traces waiting for their roots fill --max-traces; the fourth is refused, saying so.
+        for trace_id in (11, 12, 13):
+            export(_oi_request(_oi_retriever(trace_id)), timeout=30)
+        with pytest.raises(grpc.RpcError) as rpc:
+            export(_oi_request(_oi_retriever(14)), timeout=30)
+        channel.close()
+        assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "3 RAG traces held waiting for their root (max 3" in str(rpc.value.details())
+        stats = serve.stats()
+        assert (stats["rejected_held"], stats["rejected_saturated"], stats["held_traces"]) == (1, 0, 3)

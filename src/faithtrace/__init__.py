@@ -10,7 +10,13 @@ Or score one answer directly: ``faithtrace.evaluate(query, contexts, answer)``.
 
 from typing import TYPE_CHECKING, Any
 
-from faithtrace._common.errors import ConfigError, FaithtraceError, JudgeError, LocalJudgeError
+from faithtrace._common.errors import (
+    ConfigError,
+    DetectorError,
+    FaithtraceError,
+    JudgeError,
+    LocalJudgeError,
+)
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions
@@ -19,7 +25,7 @@ from faithtrace._request.decorator import trace_faithfulness
 from faithtrace._runtime.configure import configure
 from faithtrace._runtime.runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 from faithtrace.scoring.models import (
     ClaimVerdict,
     ErrorInfo,
@@ -47,6 +53,7 @@ __all__ = [
     "CaptureOptions",
     "ClaimVerdict",
     "ConfigError",
+    "DetectorError",
     "ErrorInfo",
     "FaithfulnessResult",
     "FaithtraceError",

@@ -28,3 +28,7 @@ class JudgeError(FaithtraceError):
 
 class LocalJudgeError(FaithtraceError):
     """The embedded local judge could not be installed, verified or started."""
+
+
+class DetectorError(FaithtraceError):
+    """The trained detector could not be loaded (missing extra, missing or changed file, bad metadata)."""

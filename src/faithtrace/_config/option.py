@@ -54,8 +54,8 @@ class Option:
     choices: tuple[str, ...] = ()
     local_default: Any = UNSET  # the default with the embedded local judge, where it differs
     default_factory: Callable[[], Any] | None = None  # a default computed when it is read
-    shown_default: str | None = None  # how the README shows the default, where the value would mislead
-    shown_name: str | None = None  # how the README names it, where it is not simply a field or an argument
+    shown_default: str | None = None  # how the docs' table shows the default, where the value would mislead
+    shown_name: str | None = None  # how the docs' table names it, where not simply a field or an argument
 
     @property
     def group(self) -> str:

@@ -3,7 +3,7 @@
 The option models (``SamplingOptions``, ``CaptureOptions``, ``WorkerOptions``, ``JudgeSettings``,
 ``ScoringOptions``) take their defaults, bounds and docstrings from the table in ``table``
 (``field``, ``docstring``); ``build_settings`` and the models' ``from_env`` read the environment with
-``env_values``; the embedded judge reads its variables with ``read``; the README's configuration table is
+``env_values``; the embedded judge reads its variables with ``read``; the docs' configuration table is
 generated from it (``python -m faithtrace._config.doc``). Nothing else parses ``FAITHTRACE_*`` or ``OTEL_*``
 variables.
 
@@ -14,7 +14,7 @@ same bounds).
 Adding an option: one ``Option`` in ``table.OPTIONS_LIST`` (its group is the model it belongs to);
 on the model, ``name: type = field("group.name")``; a ``configure()`` argument of its own is read with
 ``resolve("configure.name", argument, environ)`` in ``build_settings``, an env-only option with ``read``;
-then ``python -m faithtrace._config.doc --write`` updates the README (a test fails until it does).
+then ``python -m faithtrace._config.doc --write`` updates docs/configuration.md (a test fails until it does).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def field(key: str) -> Any:
     """The pydantic field of option ``key``: its default and bounds, from the table."""
     o = OPTIONS[key]
     if o.default_factory is not None:
-        return Field(default_factory=o.default_factory, description=o.doc)
+        return Field(default_factory=o.default_factory, ge=o.ge, gt=o.gt, le=o.le, description=o.doc)
     # validate_default: a default written as a plain value ("penalize") becomes the field's type (an enum).
     return Field(default=o.default, ge=o.ge, gt=o.gt, le=o.le, description=o.doc, validate_default=True)
 

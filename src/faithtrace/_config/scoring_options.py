@@ -23,6 +23,7 @@ class ScoringOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     threshold: float = field("scoring.threshold")
+    fail_on_contradiction: bool = field("scoring.fail_on_contradiction")
     idk_policy: IdkPolicy = field("scoring.idk_policy")
     use_truths: bool = field("scoring.use_truths")
     claim_source: Literal["sentences", "judge"] = field("scoring.claim_source")
@@ -38,6 +39,13 @@ class ScoringOptions(BaseModel):
     judge_token_budget: int | None = field("scoring.judge_token_budget")
     max_context_chars: int = field("scoring.max_context_chars")
     max_answer_chars: int = field("scoring.max_answer_chars")
+    verdict_source: Literal["judge", "detector"] = field("scoring.verdict_source")
+    detector_model: str | None = field("scoring.detector_model")
+    detector_threshold: float = field("scoring.detector_threshold")
+    detector_min_confidence: float = field("scoring.detector_min_confidence")
+    detector_min_tokens: int = field("scoring.detector_min_tokens")
+    detector_windows: Literal["min", "max"] = field("scoring.detector_windows")
+    detector_threads: int = field("scoring.detector_threads")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ScoringOptions:
@@ -48,6 +56,6 @@ class ScoringOptions(BaseModel):
 
 
 ScoringOptions.__doc__ = _options.docstring(
-    "How answers are scored (the README explains the checks and the dev-set evidence behind the defaults).",
+    "How answers are scored (docs/concepts.md explains the checks and the evidence behind the defaults).",
     "scoring",
 )

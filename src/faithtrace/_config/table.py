@@ -1,7 +1,7 @@
 """Every faithtrace option: name, environment variable(s), type (through the parser), default, bounds, doc.
 
 One entry per option; ``options`` turns the table into pydantic fields, environment reads, docstrings
-and the README's configuration table. Groups: the option model a field belongs to, ``configure`` for the
+and the docs' configuration table. Groups: the option model a field belongs to, ``configure`` for the
 arguments of ``configure()`` itself, ``otel`` and ``local_judge`` for options read only from the environment.
 """
 
@@ -104,11 +104,14 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     # --- ScoringOptions -------------------------------------------------------------------------------------
     Option("scoring.threshold", "score >= threshold passes.",
         0.7, ("FAITHTRACE_THRESHOLD",), float, ge=0.0, le=1.0),
+    Option("scoring.fail_on_contradiction", "A contradicted claim fails the answer, whatever its score (the "
+        "score stays the share of supported claims, and the reason names the claim).",
+        True, ("FAITHTRACE_FAIL_ON_CONTRADICTION",), parse_bool),
     Option("scoring.idk_policy", "penalize counts claims the context does not support against the answer; "
         "deepeval (DeepEval's default) counts only contradicted claims.",
         "penalize", ("FAITHTRACE_IDK_POLICY",), parse_lower, choices=("penalize", "deepeval")),
     Option("scoring.use_truths", "Also extract each document's facts (cached per document and judge) for the "
-        "verdict step (off: see the README's dev-set evidence).",
+        "verdict step (off: see the docs' dev-set evidence).",
         False, ("FAITHTRACE_USE_TRUTHS",), parse_bool),
     Option("scoring.claim_source", "sentences splits the answer in code (one judge call per evaluation); "
         "judge asks the judge for atomic claims (one more call).",
@@ -123,14 +126,14 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "material, three or more content words, over a fifth of the claim's, that no document uses, "
         "becomes idk), strict (also a yes with over 30 % unknown content words), or auto (checks with the "
         "embedded judge, judge otherwise). "
-        "A no or idk always stands.",
+        "A no or idk the judge wrote always stands.",
         "auto", choices=("auto", "judge", "numbers", "checks", "strict")),
     Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "
         "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",
         "auto", choices=("auto", "on", "off")),
     Option("scoring.min_p_supported", "With log-probabilities, a yes counts only when P(yes) is at least "
-        "this, else the judge's next most likely answer stands (0: off; 0.7 chosen on the probes' tuning "
-        "split).",
+        "this; a less certain yes is idk, shown as not confirmed, never no (0: off; 0.7 chosen on the "
+        "probes' tuning split).",
         0.7, ge=0.0, le=1.0),
     Option("scoring.verdict_context", "What a claim is judged against: documents, evidence (the two closest "
         "document sentences), or auto (evidence with the embedded judge).",
@@ -154,6 +157,30 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         24_000, ge=500),
     Option("scoring.max_answer_chars", "Answer text beyond this is cut before claims are taken from it.",
         8_000, ge=100),
+    Option("scoring.verdict_source", "Who decides each claim's verdict: judge (the LLM judge and the "
+        "checks), or detector (the trained detector of detector_model alone: no LLM call with sentence "
+        "claims). No trained model ships yet (docs/judges.md).",
+        "judge", ("FAITHTRACE_VERDICT_SOURCE",), parse_lower, choices=("judge", "detector")),
+    Option("scoring.detector_model", "A detector model directory (model.onnx, tokenizer.json, detector.json; "
+        "each file's sha256 checked at load; needs faithtrace[detector]). With verdict_source judge, its "
+        "verdict is recorded next to the judge's on every claim and never applied.",
+        None, ("FAITHTRACE_DETECTOR_MODEL",), shown_default="none"),
+    Option("scoring.detector_threshold", "An answer token is flagged when the detector's P(not supported) "
+        "reaches this.",
+        0.5, ("FAITHTRACE_DETECTOR_THRESHOLD",), float, ge=0.0, le=1.0),
+    Option("scoring.detector_min_confidence", "A flagged span counts only if its most confident token "
+        "reaches this (low-confidence spans are mostly noise).",
+        0.5, ge=0.0, le=1.0),
+    Option("scoring.detector_min_tokens", "A flagged span counts only with at least this many tokens "
+        "(short spans are mostly paraphrases, but a changed number is often one token).",
+        1, ge=1, le=64),
+    Option("scoring.detector_windows", "How a context longer than the model is read: in windows, each answer "
+        "token scored in each; min keeps its lowest P(not supported) (supported if some window supports "
+        "it), max its highest.",
+        "min", choices=("min", "max")),
+    Option("scoring.detector_threads", "onnxruntime threads for the detector.",
+        env=("FAITHTRACE_DETECTOR_THREADS",), parse=int, ge=1, le=256, default_factory=_half_the_cores,
+        shown_default="half the cores"),
     # --- SamplingOptions ------------------------------------------------------------------------------------
     Option("sampling.ratio", "Share of calls traced and scored, decided by trace id (a trace is scored "
         "everywhere or nowhere).",

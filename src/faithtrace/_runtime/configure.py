@@ -30,7 +30,7 @@ def configure(
 ) -> None:
     """Configure faithtrace (optional: without it, ``FAITHTRACE_*`` env vars and global providers are used).
 
-    Every argument left as ``None`` falls back to its environment variable, then to its default (the README's
+    Every argument left as ``None`` falls back to its environment variable, then to its default (the docs'
     configuration table lists them all). Calling it again replaces the whole configuration; evaluations
     queued under the previous one still finish, within its ``shutdown_timeout_s``.
 

@@ -20,6 +20,8 @@ EVALUATION_SPAN: Final = "evaluate faithfulness"  # "{gen_ai.operation.name} {ge
 # A custom gen_ai.operation.name value: the registry has none for evaluations.
 EVALUATION_OPERATION: Final = "evaluate"
 JUDGE_OPERATION: Final = "chat"  # judge call spans are named "chat {model}", kind CLIENT
+# The RAG span's documents again, on an OpenInference RETRIEVER child: where Phoenix shows documents.
+RETRIEVER_SPAN: Final = "retrieved documents"
 
 # --- GenAI semantic-convention attributes -
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -94,6 +96,8 @@ CLAIM_EVENT: Final = "faithtrace.claim"
 CLAIM_INDEX: Final = "faithtrace.claim.index"
 CLAIM_TEXT: Final = "faithtrace.claim.text"
 CLAIM_VERDICT: Final = "faithtrace.claim.verdict"
+# What the verdict means: supported | contradicted | not_in_documents | not_confirmed (an unsure "yes").
+CLAIM_STATUS: Final = "faithtrace.claim.status"
 CLAIM_REASON: Final = "faithtrace.claim.reason"
 # Who decided the verdict (judge | proof | check), what the judge and the lexical check each said, whether
 # they disagree, and the judge's P(supported) where it returns log-probabilities.
@@ -102,6 +106,22 @@ CLAIM_JUDGE_VERDICT: Final = "faithtrace.claim.judge_verdict"
 CLAIM_CHECK_VERDICT: Final = "faithtrace.claim.check_verdict"
 CLAIM_DISAGREEMENT: Final = "faithtrace.claim.disagreement"
 CLAIM_P_SUPPORTED: Final = "faithtrace.claim.p_supported"
+# The trained detector's view of a claim (wherever a detector ran): its verdict, whether it differs from the
+# verdict that counts on "supported or not", and the answer spans it flagged inside the claim: their texts
+# (with content capture), their highest token probabilities and their character offsets in the answer.
+CLAIM_DETECTOR_VERDICT: Final = "faithtrace.claim.detector.verdict"
+CLAIM_DETECTOR_DISAGREEMENT: Final = "faithtrace.claim.detector.disagreement"
+CLAIM_DETECTOR_SPANS: Final = "faithtrace.claim.detector.spans"
+CLAIM_DETECTOR_SPAN_P: Final = "faithtrace.claim.detector.span_p"
+CLAIM_DETECTOR_SPAN_START: Final = "faithtrace.claim.detector.span_start"
+CLAIM_DETECTOR_SPAN_END: Final = "faithtrace.claim.detector.span_end"
+# On the evaluation span: the detector model, how many windows it read, the spans it flagged (claims or
+# not) and the highest probability among them; its error when it could not run next to a judge.
+EVAL_DETECTOR_MODEL: Final = "faithtrace.evaluation.detector.model"
+EVAL_DETECTOR_WINDOWS: Final = "faithtrace.evaluation.detector.windows"
+EVAL_DETECTOR_SPANS: Final = "faithtrace.evaluation.detector.spans"
+EVAL_DETECTOR_MAX_P: Final = "faithtrace.evaluation.detector.max_p"
+EVAL_DETECTOR_ERROR: Final = "faithtrace.evaluation.detector.error"
 
 STEP_EVENT: Final = "faithtrace.step"
 STEP_NAME: Final = "faithtrace.step.name"
@@ -117,6 +137,9 @@ EVAL_RAG_SPAN_ID: Final = "faithtrace.evaluation.rag.span_id"
 # --- Phoenix annotations (REST, not OTel): one per scored RAG span, shown in Phoenix's list columns -
 ANNOTATION_NAME: Final = "faithfulness"
 ANNOTATOR_KIND: Final = "LLM"
+# The resource attribute Phoenix files spans by, and its project for spans without one.
+OPENINFERENCE_PROJECT_NAME: Final = "openinference.project.name"
+PHOENIX_DEFAULT_PROJECT: Final = "default"
 
 OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
@@ -144,10 +167,11 @@ EXPORTER: Final = "faithtrace.exporter"  # prometheus
 METRIC_ANNOTATIONS: Final = "faithtrace.annotations"  # counter by status: sent | failed | dropped
 
 # Metric attributes: low-cardinality only, never text.
-# scored | no_claims | no_context | error | dropped | sampled_out | capture_error
+# scored | no_claims | no_context | input_error | error | dropped | sampled_out | capture_error
 OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
-ANNOTATION_STATUS: Final = "faithtrace.annotation.status"  # sent | failed | dropped
+# sent | failed | dropped (annotations); config_failed (the annotation config could not be registered)
+ANNOTATION_STATUS: Final = "faithtrace.annotation.status"
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"
 OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the call: nothing to score

@@ -130,7 +130,8 @@ def _prometheus_reader(settings: Settings) -> Any:
             "prometheus_bind",
             "faithtrace: cannot serve Prometheus metrics on %s:%s (%s); this process exports none there. "
             "With several workers, give each its own port (FAITHTRACE_PROMETHEUS_PORT) or send metrics "
-            "over OTLP to a Collector (see the README). Your app is unaffected.",
+            "over OTLP to a Collector (faithtrace's docs: Concepts, several workers). "
+            "Your app is unaffected.",
             settings.prometheus_host,
             port,
             exc,

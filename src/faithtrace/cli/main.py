@@ -13,8 +13,9 @@ from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeEr
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
-from faithtrace.scoring.models import FaithfulnessResult, IdkPolicy
+from faithtrace.judge import Judge
+from faithtrace.scoring.detection import needs_judge
+from faithtrace.scoring.models import STATUS_TEXT, ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
 
 
@@ -75,6 +76,12 @@ def _add_scoring_args(p: argparse.ArgumentParser) -> None:
         help="have the judge write the reason (one more call) instead of a summary written in code",
     )
     p.add_argument(
+        "--detector-model",
+        metavar="DIR",
+        help="a trained detector model directory (default FAITHTRACE_DETECTOR_MODEL); its verdict is shown "
+        "next to the judge's, or decides with --verdict-source detector",
+    )
+    p.add_argument(
         "--prove-support",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -86,6 +93,8 @@ _CHOICE_OPTIONS = {
     "claim_source": "where claims come from: the answer's sentences, or the judge",
     "verdict_policy": "when the checks and the judge disagree: who may lower a yes",
     "verdict_context": "what each claim is judged against",
+    "verdict_source": "who decides the verdicts: the LLM judge, or the trained detector alone",
+    "detector_windows": "how the detector combines windows of a long context",
 }
 
 
@@ -132,13 +141,14 @@ def _options(args: argparse.Namespace) -> ScoringOptions:
         judge_reason=args.judge_reason,
         prove_support=args.prove_support,
         judge_token_budget=args.judge_token_budget,
+        detector_model=args.detector_model,
         **{name: getattr(args, name) for name in _CHOICE_OPTIONS},
     )
 
 
 def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
     judge = get_judge(args.judge)
-    if judge.settings.is_local:
+    if judge.settings.is_local and needs_judge(_options(args)):
         from faithtrace.judge.local.endpoint import ensure_local_judge
 
         # Resolved up front so that the first-run messages (assembling, starting) reach the user.
@@ -147,11 +157,29 @@ def _ready_judge(args: argparse.Namespace, out: Output) -> Judge:
     return judge
 
 
+def _detector_cell(claim: ClaimVerdict) -> str:
+    if claim.detector_verdict is None:
+        return ""
+    spans = "; ".join(f"'{s.text}' {s.p:.2f}" for s in claim.detector_spans)
+    mark = " (disagrees)" if claim.detector_disagreement else ""
+    return f"{claim.detector_verdict}{mark}" + (f": {spans}" if spans else "")
+
+
 def _print_result(out: Output, result: FaithfulnessResult) -> None:
-    rows = [[str(i + 1), c.verdict, c.text, c.reason or ""] for i, c in enumerate(result.claims)]
+    detector = result.detector
+    rows = [
+        [str(i + 1), f"{c.verdict} ({STATUS_TEXT[c.status]})", c.text, c.reason or ""]
+        for i, c in enumerate(result.claims)
+    ]
     rows += [["-", "not judged", text, "not counted in the score"] for text in result.unjudged]
+    headers = ["#", "verdict", "claim", "reason"]
+    if detector is not None and detector.error is None:
+        headers.append("detector (flagged spans, P)")
+        rows = [[*row, _detector_cell(c)] for row, c in zip(rows, result.claims, strict=False)] + [
+            [*row, ""] for row in rows[len(result.claims) :]
+        ]
     if rows:
-        out.table("claims", ["#", "verdict", "claim", "reason"], rows)
+        out.table("claims", headers, rows)
     c = result.counts
     score = "n/a" if result.score is None else f"{result.score:.3f}"
     faithful = "n/a" if result.faithfulness is None else f"{result.faithfulness:.3f}"
@@ -168,6 +196,15 @@ def _print_result(out: Output, result: FaithfulnessResult) -> None:
         f"judge: {result.judge_model}   LLM calls: {result.llm_calls}   tokens: {result.input_tokens} in / "
         f"{result.output_tokens} out   cost: {cost}   time: {result.duration_s:.1f} s"
     )
+    if detector is not None:
+        if detector.error:
+            out.line(f"detector: {detector.model} could not run: {detector.error}")
+            return
+        flagged = "; ".join(f"'{s.text}' {s.p:.2f}" for s in detector.spans) or "none"
+        out.line(
+            f"detector: {detector.model}   windows: {detector.windows} ({detector.combine})   parts: "
+            f"{detector.parts}   time: {detector.duration_s:.2f} s   flagged: {flagged}"
+        )
 
 
 def _cmd_score(args: argparse.Namespace, out: Output) -> int:

@@ -9,13 +9,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from faithtrace._config.scoring_options import IdkPolicy
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 
 __all__ = [
+    "ClaimStatus",
     "ClaimVerdict",
+    "DetectorReport",
+    "DetectorSpan",
     "ErrorInfo",
     "FaithfulnessResult",
     "IdkPolicy",  # an option (ScoringOptions.idk_policy); re-exported because results carry it
@@ -27,6 +30,14 @@ __all__ = [
 ]
 
 Verdict = Literal["yes", "no", "idk"]
+# What a claim's verdict means to a reader, in words (``ClaimVerdict.status``; ``STATUS_TEXT`` shows them).
+ClaimStatus = Literal["supported", "contradicted", "not_in_documents", "not_confirmed"]
+STATUS_TEXT: dict[ClaimStatus, str] = {
+    "supported": "supported",
+    "contradicted": "contradicted",
+    "not_in_documents": "not in the documents",
+    "not_confirmed": "not confirmed",
+}
 
 
 class Outcome(StrEnum):
@@ -35,10 +46,23 @@ class Outcome(StrEnum):
     SCORED = "scored"
     NO_CLAIMS = "no_claims"  # the answer states nothing checkable: no score, never 1.0
     NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
+    INPUT_ERROR = "input_error"  # the texts could not be scored as given (a wrong type, unsendable text)
     ERROR = "error"
 
 
-DecidedBy = Literal["judge", "proof", "check"]
+DecidedBy = Literal["judge", "proof", "check", "detector"]
+
+
+class DetectorSpan(BaseModel):
+    """Characters ``start:end`` of the (stripped) answer that the trained detector flagged as not supported by
+    the context, with ``p``, the highest P(not supported) of its tokens."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    text: str
+    p: float = Field(ge=0.0, le=1.0)
 
 
 class ClaimVerdict(BaseModel):
@@ -50,7 +74,15 @@ class ClaimVerdict(BaseModel):
     the judge said). ``check_verdict`` is the lexical check's own view of a judged claim; when it differs
     from ``judge_verdict`` the two disagree (``disagreement``), whatever the policy made of it.
     ``p_supported`` is the judge's probability that the claim is supported, read from the verdict token's
-    log-probabilities where the judge returns them (the embedded judge does).
+    log-probabilities where the judge returns them (the embedded judge does), or, for a claim the detector
+    decided, one minus the highest P(not supported) of its tokens. A "yes" the judge wrote with less than
+    ``ScoringOptions.min_p_supported`` counts as "idk" (``judge_verdict`` stays "yes"): the judge was unsure,
+    which is not a contradiction. ``status`` says which of these a reader is looking at.
+
+    ``detector_verdict`` is the trained detector's view, wherever a detector ran: ``idk`` (not supported)
+    for a claim holding a flagged span (``detector_spans``), else ``yes``. Next to a judge it is recorded,
+    never applied; ``detector_disagreement`` says when one of the two calls the claim supported and the other
+    does not.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -62,6 +94,29 @@ class ClaimVerdict(BaseModel):
     judge_verdict: Verdict | None = None
     check_verdict: Verdict | None = None
     p_supported: float | None = Field(default=None, ge=0.0, le=1.0)
+    detector_verdict: Verdict | None = None
+    detector_spans: list[DetectorSpan] = Field(default_factory=list)
+
+    @property
+    def detector_disagreement(self) -> bool:
+        """The detector and the verdict that counts differ on whether the claim is supported."""
+        if self.detector_verdict is None:
+            return False
+        return (self.detector_verdict == "yes") != (self.verdict == "yes")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> ClaimStatus:
+        """``supported`` (yes), ``contradicted`` (no: the judge's "no" or a mechanical contradiction),
+        ``not_confirmed`` (idk because the judge wrote "yes" without enough confidence) or
+        ``not_in_documents`` (any other idk: the judge's own, or the checks found words no document uses)."""
+        if self.verdict == "yes":
+            return "supported"
+        if self.verdict == "no":
+            return "contradicted"
+        if self.decided_by == "judge" and self.judge_verdict == "yes":
+            return "not_confirmed"
+        return "not_in_documents"
 
     @property
     def disagreement(self) -> bool:
@@ -108,6 +163,21 @@ class ErrorInfo(BaseModel):
     step: str | None = None
 
 
+class DetectorReport(BaseModel):
+    """What the trained detector read for one evaluation: every span it flagged (in claims or not), how many
+    model inputs the answer took (``windows``, over all ``parts`` of a long answer), and how long it ran."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    spans: list[DetectorSpan] = Field(default_factory=list)
+    windows: int = 0
+    parts: int = 0
+    combine: Literal["min", "max"] = "min"
+    duration_s: float = 0.0
+    error: str | None = None  # next to a judge, a detector that failed leaves the judge's result as it is
+
+
 class FaithfulnessResult(BaseModel):
     """The outcome of scoring one answer against its retrieved context.
 
@@ -135,6 +205,7 @@ class FaithfulnessResult(BaseModel):
     calls: list[LLMCall] = Field(default_factory=list)
     duration_s: float = 0.0
     error: ErrorInfo | None = None
+    detector: DetectorReport | None = None
 
     @property
     def label(self) -> Literal["pass", "fail"] | None:

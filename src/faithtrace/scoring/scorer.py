@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from faithtrace._common import safety
-from faithtrace._common.errors import FaithtraceError
+from faithtrace._common.errors import DetectorError, FaithtraceError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.llm import _litellm
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge, load_litellm
+from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
 from faithtrace.scoring.pipeline import run_pipeline
 
@@ -75,17 +75,27 @@ class Scorer:
             if failed is not None and time.monotonic() - failed[0] < _ENDPOINT_RETRY_S:
                 return failed[1]
             try:
-                await _off_loop(self.judge.endpoint)
-                # litellm takes seconds to import; done here, it does not freeze the loop (and with it the
-                # timeouts and cancellation of every evaluation in flight).
-                await _off_loop(_litellm.load)
+                if needs_judge(self.options):
+                    await _off_loop(self.judge.endpoint)
+                    # litellm takes seconds to import; done here, it does not freeze the loop (and with it
+                    # the timeouts and cancellation of every evaluation in flight).
+                    await _off_loop(load_litellm)
+                if self.options.verdict_source == "detector":
+                    await _off_loop(self._load_detector)
             except FaithtraceError as exc:
-                info = ErrorInfo(type="judge_unavailable", message=f"{type(exc).__name__}: {exc}")
+                etype = "detector_unavailable" if isinstance(exc, DetectorError) else "judge_unavailable"
+                info = ErrorInfo(type=etype, message=f"{type(exc).__name__}: {exc}")
                 self._endpoint_failed = (time.monotonic(), info)
                 return info
             self._endpoint_failed = None
             self._judge_ready = True
             return None
+
+    def _load_detector(self) -> None:
+        from faithtrace.judge.detector import model
+
+        assert self.options.detector_model is not None
+        model.shared(self.options.detector_model, threads=self.options.detector_threads)
 
     async def score(self, query: str | None, contexts: Sequence[str], answer: str) -> FaithfulnessResult:
         """The result of one evaluation; judge failures, timeouts and faithtrace bugs become error results

@@ -15,8 +15,9 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
-from faithtrace.serve.scorer import Saturated, Scorer, Unavailable
+from faithtrace.serve.scorer import Scorer
 
 
 def _retry_details(message: str, delay_s: float) -> bytes:

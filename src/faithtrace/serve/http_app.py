@@ -18,8 +18,10 @@ from typing import Any
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from faithtrace.serve.kafka import KAFKA_GAUGES
+from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_json, parse_protobuf
-from faithtrace.serve.scorer import Saturated, Scorer, Unavailable
+from faithtrace.serve.scorer import Scorer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -123,7 +125,7 @@ class OtlpHttpApp:
         return body
 
 
-_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"})
+_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"}) | KAFKA_GAUGES
 
 
 def prometheus_text(stats: dict[str, int]) -> str:

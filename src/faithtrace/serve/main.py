@@ -17,12 +17,15 @@ import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faithtrace._common.errors import ConfigError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.settings import build_settings
 from faithtrace.sources.spans import Convention
+
+if TYPE_CHECKING:
+    from faithtrace.serve.kafka import KafkaSettings
 
 logger = logging.getLogger("faithtrace")
 
@@ -35,16 +38,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, help="evaluations at once (default FAITHTRACE_CONCURRENCY or 4)"
     )
     p.add_argument("--max-pending", type=int, help="RAG items admitted before 429 (default 8 x concurrency)")
-    p.add_argument("--settle", type=float, default=2.0, help="seconds a trace without root waits for spans")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        help="seconds a RAG trace waits for its root after its last span, then counted incomplete (30)",
+    )
     p.add_argument("--hold", type=float, default=0.5, help="seconds a request with part of a trace waits")
-    p.add_argument("--max-traces", type=int, default=10_000, help="traces held for assembly at most")
-    p.add_argument("--max-trace-bytes", type=int, default=64 << 20, help="bytes held for assembly at most")
+    p.add_argument(
+        "--max-traces", type=int, default=10_000, help="RAG traces held for their root at most (10000)"
+    )
+    p.add_argument(
+        "--max-trace-bytes", type=int, default=64 << 20, help="bytes those RAG traces hold at most"
+    )
     p.add_argument("--max-request-bytes", type=int, default=16 << 20, help="largest request accepted")
     p.add_argument("--retry-after", type=float, default=2.0, help="seconds a refused client should wait")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds to finish work on SIGTERM")
-    p.add_argument("--mapping", type=Path, help="JSON list of extra span conventions (see README)")
+    p.add_argument("--mapping", type=Path, help="JSON list of extra span conventions (see docs/fleet.md)")
     p.add_argument("--instance-id", help="this replica's id on exported metrics (default host-pid)")
     p.add_argument("--ready-file", type=Path, help="write the bound ports here as JSON once serving")
+    kafka = p.add_argument_group("Kafka", "read OTLP traces from a Kafka topic as one consumer group member")
+    kafka.add_argument("--kafka", metavar="BOOTSTRAP", help="Kafka bootstrap servers (host:port,...)")
+    kafka.add_argument("--kafka-topic", default="otlp_spans", help="topic the Collector writes (otlp_spans)")
+    kafka.add_argument("--kafka-group", default="faithtrace-serve", help="consumer group of the replicas")
+    kafka.add_argument(
+        "--kafka-max-buffered", type=int, default=1024, help="messages in flight before pausing (1024)"
+    )
+    kafka.add_argument(
+        "--kafka-max-buffered-bytes", type=int, default=64 << 20, help="bytes in flight before pausing"
+    )
+    kafka.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka consumer setting (security.protocol, sasl.*, session.timeout.ms); repeatable",
+    )
 
 
 def _conventions(path: Path | None) -> tuple[Convention, ...]:
@@ -55,6 +84,29 @@ def _conventions(path: Path | None) -> tuple[Convention, ...]:
         return tuple(Convention.model_validate(c) for c in raw)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--mapping {path}: {exc}") from exc
+
+
+def _kafka_settings(args: argparse.Namespace) -> KafkaSettings | None:
+    if not args.kafka:
+        return None
+    from faithtrace.serve.kafka import KafkaSettings
+
+    options: dict[str, str] = {}
+    for item in args.kafka_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--kafka-option {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    if args.kafka_max_buffered < 1 or args.kafka_max_buffered_bytes < 1:
+        raise ConfigError("--kafka-max-buffered and --kafka-max-buffered-bytes must be positive")
+    return KafkaSettings(
+        bootstrap=args.kafka,
+        topic=args.kafka_topic,
+        group=args.kafka_group,
+        max_buffered=args.kafka_max_buffered,
+        max_buffered_bytes=args.kafka_max_buffered_bytes,
+        options=options,
+    )
 
 
 class _Quiet:
@@ -72,7 +124,8 @@ async def serve(args: argparse.Namespace) -> int:
     from faithtrace.serve import grpc_server
     from faithtrace.serve.apps import Apps
     from faithtrace.serve.http_app import OtlpHttpApp
-    from faithtrace.serve.scorer import Limits, Scorer
+    from faithtrace.serve.limits import Limits
+    from faithtrace.serve.scorer import Scorer
 
     # Evaluations at once = the judge's max_concurrency (FAITHTRACE_JUDGE_CONCURRENCY); --concurrency sets it.
     judge = JudgeSettings(max_concurrency=args.concurrency) if args.concurrency else None
@@ -87,6 +140,14 @@ async def serve(args: argparse.Namespace) -> int:
         max_bytes=args.max_trace_bytes,
         retry_after_s=args.retry_after,
     )
+    kafka_settings = _kafka_settings(args)
+    if kafka_settings is not None:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "faithtrace serve --kafka needs its extra: pip install 'faithtrace[kafka]'"
+            ) from None
     instance = args.instance_id or f"{socket.gethostname()}-{os.getpid()}"
     scorer = Scorer(settings, Apps(instance_id=instance), limits, _conventions(args.mapping))
 
@@ -132,9 +193,34 @@ async def serve(args: argparse.Namespace) -> int:
             f"judge {settings.judge.model or 'embedded local judge'}, concurrency {concurrency}",
             flush=True,
         )
+    source = None
+    consuming: asyncio.Task[None] | None = None
+    if kafka_settings is not None and warming.done():
+        # Partitions are claimed only once the judge is up: a replica still starting takes no work.
+        from faithtrace.serve.kafka import KafkaSource
+
+        source = KafkaSource(scorer, kafka_settings)
+        scorer.stat_sources.append(source.stats)
+        consuming = asyncio.create_task(source.run())
+        print(
+            f"faithtrace serve: consuming {kafka_settings.topic} from {kafka_settings.bootstrap} "
+            f"as group {kafka_settings.group}",
+            flush=True,
+        )
+        await asyncio.wait({stopping, consuming}, return_when=asyncio.FIRST_COMPLETED)
+        if consuming.done() and consuming.exception() is not None:
+            print(f"faithtrace serve: the Kafka consumer failed: {consuming.exception()}", flush=True)
+            stop.set()
     await stopping
     print("faithtrace serve: stopping", flush=True)
     deadline = args.shutdown_timeout
+    if source is not None and consuming is not None:
+        # Kafka first: the messages in flight finish (while the scorer still resolves traces as usual) and
+        # are committed; the rest is left to the replica that takes the partitions over.
+        await source.stop(deadline)
+        consuming.cancel()
+        with contextlib.suppress(BaseException):
+            await consuming
     drained = asyncio.create_task(scorer.drain(deadline))
     # In-flight requests finish while new ones are refused (the scorer is closing); then the servers go.
     await asyncio.wait({drained}, timeout=deadline + 5)

@@ -96,12 +96,18 @@ class Found:
 
     spans: int = 0  # every span in the request
     views: list[tuple[tuple[tuple[str, Any], ...], SpanView]] = field(default_factory=list)
-    roots: list[tuple[int, int]] = field(default_factory=list)  # (trace id, span id) of unwatched roots
+    # (trace id, span id) of roots (and local roots) that are nothing else to the sources
+    roots: list[tuple[int, int]] = field(default_factory=list)
     resources: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = field(default_factory=dict)
 
 
 def _key(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+
+
+# OTLP span flags (trace.proto): the sender says whether the parent is in another process.
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
 
 
 def scan(
@@ -114,16 +120,16 @@ def scan(
             found.spans += len(ss.spans)
             for span in ss.spans:
                 parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else 0
-                if not any(kv.key in watched for kv in span.attributes):
-                    if not parent:
-                        found.roots.append(
-                            (int.from_bytes(span.trace_id, "big"), int.from_bytes(span.span_id, "big"))
-                        )
-                    continue
-                attrs = attributes(span.attributes)
-                role = role_of(attrs, parent, conventions)
+                # A span whose parent is remote is its service's root: the trace's part here ends with it.
+                local_root = bool(parent) and span.flags & (_HAS_IS_REMOTE | _IS_REMOTE) == (
+                    _HAS_IS_REMOTE | _IS_REMOTE
+                )
+                role = None
+                if any(kv.key in watched for kv in span.attributes):
+                    attrs = attributes(span.attributes)
+                    role = role_of(attrs, 0 if local_root else parent, conventions)
                 if role is None:
-                    if not parent:
+                    if not parent or local_root:
                         found.roots.append(
                             (int.from_bytes(span.trace_id, "big"), int.from_bytes(span.span_id, "big"))
                         )
@@ -141,6 +147,7 @@ def scan(
                     attrs,
                     span.start_time_unix_nano,
                     span.end_time_unix_nano,
+                    local_root,
                 )
                 found.views.append((resource_key, view))
     return found

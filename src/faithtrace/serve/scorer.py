@@ -2,9 +2,10 @@
 
 One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
-carry OpenInference retriever spans are held until their trace resolves: the root span arrives (usually in
-the same or the next request) or the trace settles for ``settle_s``. The Collector's timeout must exceed
-``settle_s`` plus one evaluation. Everything else is answered at once.
+carry OpenInference retriever spans wait for their trace to resolve (sources/assemble.py: its root arrives,
+in this request or a later one), at most ``hold_s`` while the root is missing; the request carrying the root
+waits for the score. Held traces are bounded on their own (``max_traces``, ``max_bytes``), not by
+``max_pending``, so a part that completes one is never refused for them. Everything else is answered at once.
 
 Load is refused, after a bounded wait for room (admission.py), before any work is admitted (``Saturated``:
 HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo), and so is a transient judge failure (rate limit, timeout,
@@ -20,7 +21,7 @@ import collections
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -28,15 +29,16 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
-from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import spans
-from faithtrace.judge.llm.reply import RETRYABLE
+from faithtrace._telemetry.records import Job
+from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer as ScoringScorer
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
+from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import scan
-from faithtrace.sources.assemble import Assembler, Resolved
+from faithtrace.sources.assemble import INCOMPLETE_NO_ROOT, Assembler, Resolved
 from faithtrace.sources.spans import (
     FAITHTRACE_REMOTE,
     OWN,
@@ -48,49 +50,11 @@ from faithtrace.sources.spans import (
     watched_keys,
 )
 
+# The bounds and refusals live in limits.py; the receivers (HTTP, gRPC, Kafka) import them from here too.
+__all__ = ["Counters", "Limits", "Saturated", "Scorer", "Unavailable"]
+
 _TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
 ResourceKey = tuple[tuple[str, Any], ...]
-
-
-class Saturated(Exception):
-    """Too much work admitted: retry after ``retry_after_s`` (429 / RESOURCE_EXHAUSTED with RetryInfo)."""
-
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class Unavailable(Exception):
-    """Shutting down, or results could not be exported: retryable (503 / UNAVAILABLE), never for load."""
-
-
-@dataclass
-class Counters:
-    requests: int = 0
-    requests_skipped: int = 0  # no watched key anywhere in the body, no trace waiting: spans not scanned
-    spans: int = 0  # spans in decoded requests
-    rag_items: int = 0
-    scored: int = 0
-    duplicates: int = 0
-    incomplete: int = 0  # RAG spans or traces without the needed attributes: skipped
-    invalid_ids: int = 0
-    rejected_saturated: int = 0
-    bad_requests: int = 0
-    judge_retry: int = 0  # transient judge failures answered "retry later"
-    export_failures: int = 0
-    evicted_traces: int = 0
-
-
-@dataclass(frozen=True)
-class Limits:
-    concurrency: int = 4
-    max_pending: int = 32  # RAG items and traces admitted and not finished
-    settle_s: float = 2.0
-    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see README)
-    max_traces: int = 10_000
-    max_bytes: int = 64 << 20
-    retry_after_s: float = 2.0
-    dedupe_window: int = 100_000
 
 
 class Scorer:
@@ -110,7 +74,10 @@ class Scorer:
         self.scoring = ScoringScorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self.counters = Counters()
         self.assembler = Assembler(
-            settle_s=limits.settle_s, max_traces=limits.max_traces, max_bytes=limits.max_bytes
+            settle_s=limits.settle_s,
+            max_traces=limits.max_traces,
+            max_bytes=limits.max_bytes,
+            grace_s=limits.grace_s,
         )
         # Full: a request waits up to 2 x retry_after_s for room, in a line of at most 4 x max_pending items.
         self.admission = Admission(4 * limits.max_pending, 2 * limits.retry_after_s)
@@ -124,11 +91,17 @@ class Scorer:
         self._tasks: set[asyncio.Task[str]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.requests_open = 0
+        self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
 
     def stats(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        for source in self.stat_sources:
+            extra.update(source())
         return {
             **asdict(self.counters),
+            **extra,
             "pending": self.load(),
+            "held_traces": self.assembler.held(),
             "requests_open": self.requests_open,
             "waiting": self.admission.waiting,
             "warm": int(self.warm),
@@ -148,10 +121,14 @@ class Scorer:
         return ident in self._done or ident in self._inflight
 
     def load(self) -> int:
-        return len(self._inflight) + len(self._waiters)
+        """Evaluations admitted and not finished. Traces held for their root are not counted: the request
+        carrying the root must get in (it needs no room here) however long they wait."""
+        return len(self._inflight)
 
     # --- one request ---------------------------------------------------------------------------------------
-    async def export_raw(self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest]) -> None:
+    async def export_raw(
+        self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest], *, whole: bool = False
+    ) -> None:
         """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
         no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
         is still decoded (about 1 µs per span), so that malformed input gets its clear error."""
@@ -165,11 +142,12 @@ class Scorer:
                 len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
             )
             return
-        await self.export(request)
+        await self.export(request, whole=whole)
 
-    async def export(self, request: ExportTraceServiceRequest) -> None:
+    async def export(self, request: ExportTraceServiceRequest, *, whole: bool = False) -> None:
         """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
-        Unavailable."""
+        Unavailable. ``whole``: wait for every trace it touched in full, however long its root takes (a
+        Kafka message is committed only then: its spans are not kept anywhere else)."""
         if self.closing:
             raise Unavailable("shutting down")
         self.counters.requests += 1
@@ -187,32 +165,44 @@ class Scorer:
                 convention = next(c for c in self.conventions if c.marker in view.attrs)
                 item = self_contained(view, convention, max_documents=100)
                 if item is None:
-                    self.counters.incomplete += 1
+                    self._incomplete("span")
                 else:
                     own.append((key, item))
             elif not self.assembler.was_resolved(view.trace_id):
                 oi.append((key, view))
         fresh = [i for _, i in own if not self._known((i.trace_id, i.span_id))]
-        new_traces = {v.trace_id for _, v in oi if v.role == RETRIEVER and v.trace_id not in self._waiters}
+        new_traces = {
+            v.trace_id for _, v in oi if v.role == RETRIEVER and not self.assembler.has_retriever(v.trace_id)
+        }
         need = len(fresh) + len(new_traces)
 
-        def fits() -> bool:
-            over = self.load() > 0 and self.load() + need > self.limits.max_pending
-            return not over and not self.assembler.is_full(len(new_traces))
+        def refusal() -> tuple[str, str] | None:
+            """Why the request cannot be admitted now (the counter, the message), or None. A new RAG trace
+            is an evaluation to come, so it needs room in both bounds; a part that only adds to a held trace
+            (its root, say) needs none."""
+            if self.load() > 0 and self.load() + need > self.limits.max_pending:
+                message = f"{self.load()} evaluations pending (max {self.limits.max_pending})"
+                return "rejected_saturated", message
+            if new_traces and self.assembler.is_full(len(new_traces)):
+                return "rejected_held", self.assembler.full_reason()
+            return None
 
         if need:
-            if not await self.admission.wait(fits, need):
-                self.counters.rejected_saturated += 1
-                raise Saturated(
-                    f"{self.load()} evaluations pending (max {self.limits.max_pending})",
-                    self.limits.retry_after_s,
+            if not await self.admission.wait(lambda: refusal() is None, need):
+                counter, message = refusal() or (
+                    "rejected_saturated",
+                    f"{self.admission.waiting} items already waiting for room",
                 )
+                setattr(self.counters, counter, getattr(self.counters, counter) + 1)
+                raise Saturated(message, self.limits.retry_after_s)
             if self.closing:
                 raise Unavailable("shutting down")
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
-            if partial:
+            if partial and whole:
+                waits += partial
+            elif partial:
                 # Traces still missing their root: wait a little for the rest, then let the request go (its
                 # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
                 # processor) would otherwise never send the root while this request waits.
@@ -244,7 +234,8 @@ class Scorer:
             resolved += self.assembler.add(view, now)
         for trace_id, span_id in roots:
             self.assembler.root_seen(trace_id, span_id)
-        touched = {v.trace_id for _, v in oi}
+        # A request that brings a held trace's root (an OpenInference span or not) waits for its score too.
+        touched = {v.trace_id for _, v in oi} | {trace_id for trace_id, _ in roots}
         for trace_id in touched:
             if self.assembler.has_retriever(trace_id):
                 waiter = self._waiters.get(trace_id)
@@ -253,7 +244,13 @@ class Scorer:
                 waits.append(waiter)
         resolved += self.assembler.due(now)
         self._dispatch(resolved)
-        partial = [w for w in waits if not w.done() and w in self._waiters.values()]
+        # Traces whose root has not come are waited for at most hold_s (see export); a trace whose root is
+        # here is waited for in full, so the request carrying the root is acknowledged after its score.
+        partial = [
+            w
+            for t, w in self._waiters.items()
+            if w in waits and not w.done() and not self.assembler.rooted(t)
+        ]
         waits = [w for w in waits if w not in partial]
         for key, item in own:
             waits.append(self._start(key, resources[key], item))
@@ -263,11 +260,12 @@ class Scorer:
     # --- OpenInference traces ------------------------------------------------------------------------------
     def _dispatch(self, resolved: list[Resolved]) -> None:
         self.counters.evicted_traces = self.assembler.evicted
-        for trace_id, item in resolved:
+        self.counters.dropped_not_rag = self.assembler.dropped
+        for trace_id, item, reason in resolved:
             waiter = self._waiters.pop(trace_id, None)
             where = self._trace_resource.pop(trace_id, None)
             if item is None or where is None:
-                self.counters.incomplete += 1
+                self._incomplete(reason or INCOMPLETE_NO_ROOT)
                 if waiter is not None and not waiter.done():
                     waiter.set_result("ok")
                 continue
@@ -295,6 +293,11 @@ class Scorer:
         for trace_id in [t for t in self._trace_resource if not self.assembler.tracks(t)]:
             del self._trace_resource[trace_id]
         self._arm_timer()
+
+    def _incomplete(self, reason: str) -> None:
+        self.counters.incomplete += 1
+        name = f"incomplete_{reason}"
+        setattr(self.counters, name, getattr(self.counters, name) + 1)
 
     # --- scoring one item ----------------------------------------------------------------------------------
     def _start(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> asyncio.Future[str]:
@@ -373,7 +376,7 @@ class Scorer:
         """Stop taking requests, resolve held traces, finish running evaluations within ``timeout_s``."""
         self.closing = True
         loop = asyncio.get_running_loop()
-        self._dispatch(self.assembler.due(loop.time(), everything=True))
+        self._dispatch(self.assembler.due(loop.time(), closing=True))
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         for task in list(self._tasks):

@@ -1,68 +1,89 @@
 """OpenInference trace assembly: the documents of a trace's RETRIEVER spans plus the question and answer of
-its root (or enclosing CHAIN) span make one answer to score.
+its root (or enclosing CHAIN) span make one answer to score (which span answers: held.py).
 
-The answer is the holder's own output text; when that is no text (a streaming engine's query span records
-its generator), it is the reply of the last LLM span inside the holder, where the streamed answer is
-assembled. The evaluation still belongs to the holder, never to the LLM span.
+Spans of one trace arrive in any order and, over OTLP, in several requests. A trace resolves only once its
+root has been seen: a span without a parent, or a service's local root (its parent is remote: OTLP's span
+flags, or the SDK's ``is_remote``). In-process, where the span processor sees spans start, it also waits for
+the spans it knows are open (a streamed answer is read after its root span ended), at most ``max_open_s``.
+A rooted trace that looks whole resolves at once, otherwise after ``grace_s`` without a new span. A RAG
+trace whose root has not come ``settle_s`` after its last span is reported incomplete
+(``INCOMPLETE_NO_ROOT``), never resolved from what it has: parts arriving late (a Collector's retry, a root
+split off into another request) then still find the trace waiting.
 
-Spans of one trace arrive in any order and, over OTLP, in several requests. A trace is kept from its first
-relevant span; it resolves as soon as its root span has been seen (the root ends last in the app) and no span
-it is known to have started is still open, or once no span of it has come for ``settle_s`` (a root outside
-the instrumentation, or one that never comes). Open spans are known in-process only (the span processor sees
-spans start): a LlamaIndex chat engine's streaming response ends its root span before the stream is read, and
-its trace waits for the stream's spans, at most ``max_open_s``. Traces
-without a retriever are forgotten when they settle. Memory is bounded in traces and in bytes: callers check
-``is_full()`` first (the receiver answers "retry later"); past that, the oldest trace is resolved early.
-Resolved trace ids are remembered in a bounded window, so late or re-sent spans of a scored trace are ignored.
+Two pools, each with its own bound:
+- RAG traces (a retriever seen): at most ``max_traces`` and ``max_bytes``. Callers check ``is_full()``
+  first (the receiver answers "retry later"); past that, the oldest is reported incomplete (evicted).
+- Traces without a retriever so far, which most traces are: their own smaller bound, the oldest dropped
+  when it is full (counted), so a flood of them never takes a RAG trace's room or refuses one. Once its root
+  is seen without a retriever, a trace is kept only ``grace_s`` (a retriever sent in another request may
+  still come) and then dropped; a retriever that comes after that is reported incomplete, not scored against
+  an assembly that lost its spans.
+Resolved and dropped trace ids are remembered in bounded windows, so late or re-sent spans are ignored.
 Not thread-safe: one owner (the receiver's event loop, or the span processor's lock).
 """
 
 from __future__ import annotations
 
 import collections
+import itertools
 from typing import Final, NamedTuple
 
-from faithtrace._telemetry import names as n
-from faithtrace.sources.spans import (
-    CHAIN,
-    OWNED,
-    RETRIEVER,
-    RagItem,
-    SpanView,
-    documents,
-    is_llm,
-    llm_reply,
-    oi_text,
+from faithtrace.sources.held import (
+    INCOMPLETE_EVICTED,
+    INCOMPLETE_LATE_RETRIEVER,
+    INCOMPLETE_NO_ANSWER,
+    INCOMPLETE_NO_DOCUMENTS,
+    INCOMPLETE_NO_ROOT,
+    INCOMPLETE_REASONS,
+    SOURCE_OPENINFERENCE,
+    HeldTrace,
+    item_of,
+    whole,
 )
+from faithtrace.sources.spans import OWNED, RETRIEVER, RagItem, SpanView
 
-SOURCE_OPENINFERENCE: Final = "openinference"
+__all__ = [
+    "INCOMPLETE_EVICTED",
+    "INCOMPLETE_LATE_RETRIEVER",
+    "INCOMPLETE_NO_ANSWER",
+    "INCOMPLETE_NO_DOCUMENTS",
+    "INCOMPLETE_NO_ROOT",
+    "INCOMPLETE_REASONS",
+    "SOURCE_OPENINFERENCE",
+    "Assembler",
+    "Resolved",
+]
 _MAX_OPEN: Final = 10_000  # open spans followed per trace
 
 
-class _Chain(NamedTuple):
-    parent: int
-    name: str
-    query: str | None
-    answer: str | None  # its own output text (an LLM span: its reply)
-    llm: bool
-    order: tuple[int, int]  # (end time, arrival): the last LLM reply is the answer
+class Resolved(NamedTuple):
+    """A trace done with: its item to score, or None and the reason it is incomplete."""
+
+    trace_id: int
+    item: RagItem | None
+    reason: str = ""
 
 
-class _Trace:
-    __slots__ = ("chains", "last_seen", "open", "owned", "retrievers", "root_id", "seen", "size")
+class _Window:
+    """Trace ids remembered first-in first-out, at most ``size``."""
 
-    def __init__(self, now: float) -> None:
-        self.retrievers: list[tuple[int, int, int, list[str]]] = []  # (start, span id, parent id, documents)
-        self.chains: dict[int, _Chain] = {}
-        self.root_id = 0
-        self.last_seen = now
-        self.size = 0
-        self.owned = False
-        self.seen: set[int] = set()  # span ids: a re-sent batch adds nothing twice
-        self.open: set[int] = set()  # spans seen starting and not yet ended
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._ids: collections.OrderedDict[int, int] = collections.OrderedDict()
 
+    def __contains__(self, trace_id: int) -> bool:
+        return trace_id in self._ids
 
-Resolved = tuple[int, RagItem | None]  # (trace id, the item; None: a RAG trace without question or answer)
+    def get(self, trace_id: int) -> int | None:
+        return self._ids.get(trace_id)
+
+    def add(self, trace_id: int, value: int = 0) -> None:
+        self._ids[trace_id] = value
+        while len(self._ids) > self.size:
+            self._ids.popitem(last=False)
+
+    def pop(self, trace_id: int) -> int | None:
+        return self._ids.pop(trace_id, None)
 
 
 class Assembler:
@@ -76,217 +97,251 @@ class Assembler:
         max_chars_per_trace: int = 64_000,
         resolved_window: int = 100_000,
         max_open_s: float = 300.0,
+        grace_s: float = 2.0,
+        max_other_traces: int | None = None,
+        max_other_bytes: int | None = None,
     ) -> None:
         self.settle_s = settle_s
         self.max_open_s = max_open_s
+        self.grace_s = grace_s
         self.max_traces = max_traces
         self.max_bytes = max_bytes
+        self.max_other_traces = max_other_traces if max_other_traces is not None else max_traces
+        self.max_other_bytes = max_other_bytes if max_other_bytes is not None else max(1, max_bytes // 4)
         self.max_documents = max_documents
         self.max_chars = max_chars_per_trace
         # Least recently extended first: settling and eviction both look at the front only.
-        self._traces: collections.OrderedDict[int, _Trace] = collections.OrderedDict()
-        self._ready: set[int] = set()
-        self._resolved: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._resolved_window = resolved_window
-        self.bytes = 0
-        self.evicted = 0  # traces resolved early because memory was full
+        self._rag: collections.OrderedDict[int, HeldTrace] = collections.OrderedDict()
+        self._other: collections.OrderedDict[int, HeldTrace] = collections.OrderedDict()  # no root seen yet
+        self._rooted: collections.OrderedDict[int, HeldTrace] = (
+            collections.OrderedDict()
+        )  # root, no retriever
+        self._ready: set[int] = set()  # RAG traces whose root was seen
+        self._resolved = _Window(resolved_window)  # scored, reported or not ours: later spans ignored
+        self._dropped = _Window(resolved_window)  # dropped without a retriever: a late one is reported
+        self._roots = _Window(max(1, max_traces))  # roots seen before any span of theirs was kept
+        self.bytes = 0  # held by RAG traces
+        self.other_bytes = 0
+        self.evicted = 0  # RAG traces reported incomplete because their pool was full
+        self.dropped = 0  # traces without a retriever dropped (not RAG)
+        self.dropped_full = 0  # ... of which early, because their pool was full
 
     # --- intake --------------------------------------------------------------------------------------------
+    def _get(self, trace_id: int) -> HeldTrace | None:
+        return self._rag.get(trace_id) or self._other.get(trace_id) or self._rooted.get(trace_id)
+
     def tracks(self, trace_id: int) -> bool:
-        return trace_id in self._traces
+        return trace_id in self._rag or trace_id in self._other or trace_id in self._rooted
 
     def was_resolved(self, trace_id: int) -> bool:
         return trace_id in self._resolved
 
     def forget(self, trace_id: int) -> None:
         """Its scoring failed: let the spans, when re-sent, assemble the trace again."""
-        self._resolved.pop(trace_id, None)
+        self._resolved.pop(trace_id)
 
     def is_full(self, extra_traces: int = 0) -> bool:
-        return len(self._traces) + extra_traces > self.max_traces or self.bytes >= self.max_bytes
+        """No room for ``extra_traces`` more RAG traces (traces without a retriever never count here)."""
+        return len(self._rag) + extra_traces > self.max_traces or self.bytes >= self.max_bytes
+
+    def full_reason(self) -> str:
+        return (
+            f"{len(self._rag)} RAG traces held waiting for their root "
+            f"(max {self.max_traces}, {self.bytes} of {self.max_bytes} bytes)"
+        )
 
     def has_retriever(self, trace_id: int) -> bool:
-        trace = self._traces.get(trace_id)
-        return trace is not None and bool(trace.retrievers) and not trace.owned
+        return trace_id in self._rag
+
+    def held(self) -> int:
+        """RAG traces held for their root (or, in-process, for their open spans)."""
+        return len(self._rag)
+
+    def pending(self) -> int:
+        """Every trace held, RAG or not yet known to be."""
+        return len(self._rag) + len(self._other) + len(self._rooted)
 
     def started(self, trace_id: int, span_id: int) -> None:
         """A span of a followed trace has started: the trace waits for it to end."""
-        trace = self._traces.get(trace_id)
+        trace = self._get(trace_id)
         if trace is not None and len(trace.open) < _MAX_OPEN:
             trace.open.add(span_id)
 
     def ended(self, trace_id: int, span_id: int, now: float) -> None:
         """A span of a followed trace that adds nothing to it has ended (the trace may wait for it)."""
-        trace = self._traces.get(trace_id)
+        trace = self._get(trace_id)
         if trace is not None:
             trace.open.discard(span_id)
-            trace.last_seen = now
-            self._traces.move_to_end(trace_id)
+            self._touch(trace_id, trace, now)
+
+    def _touch(self, trace_id: int, trace: HeldTrace, now: float) -> None:
+        trace.last_seen = now
+        for pool in (self._rag, self._other, self._rooted):
+            if trace_id in pool:
+                pool.move_to_end(trace_id)
 
     def add(self, view: SpanView, now: float) -> list[Resolved]:
-        """Keep what ``view`` adds to its trace. Returns traces resolved early to make room (rare)."""
-        if view.trace_id in self._resolved:
+        """Keep what ``view`` adds to its trace. Returns traces reported early (evicted, late retrievers)."""
+        trace_id = view.trace_id
+        if trace_id in self._resolved:
             return []
-        trace = self._traces.get(view.trace_id)
-        if trace is None:
-            trace = self._traces[view.trace_id] = _Trace(now)
-        else:
-            self._traces.move_to_end(view.trace_id)
-        trace.last_seen = now
-        trace.open.discard(view.span_id)
-        if view.span_id in trace.seen:
-            return []
-        trace.seen.add(view.span_id)
-        before = trace.size
+        if trace_id in self._dropped:
+            if view.role != RETRIEVER:
+                return []
+            self._dropped.pop(trace_id)
+            self._resolved.add(trace_id)
+            return [Resolved(trace_id, None, INCOMPLETE_LATE_RETRIEVER)]
         if view.role == OWNED:
-            trace.owned = True  # faithtrace's decorator scores this trace itself
-        elif view.role == RETRIEVER:
-            room = self.max_chars - trace.size
-            docs = [
-                d[: max(0, room)]
-                for d in documents(view.attrs, n.RETRIEVAL_DOCUMENT_CONTENT, self.max_documents)
-            ]
-            docs = [d for d in docs if d]
-            trace.retrievers.append((view.start_ns, view.span_id, view.parent_id, docs))
-            trace.size += sum(len(d) for d in docs) + 64
-        elif view.role == CHAIN:
-            llm = is_llm(view.attrs)
-            # An LLM span's input is its prompt (documents and all), never the user's question.
-            q = None if llm else oi_text(view.attrs, n.INPUT_VALUE, n.INPUT_MIME_TYPE)
-            a = llm_reply(view.attrs) if llm else oi_text(view.attrs, n.OUTPUT_VALUE, n.OUTPUT_MIME_TYPE)
-            q = q[: self.max_chars] if q else q
-            a = a[: self.max_chars] if a else a
-            order = (view.end_ns, len(trace.seen))
-            trace.chains[view.span_id] = _Chain(view.parent_id, view.name, q, a, llm, order)
-            trace.size += len(q or "") + len(a or "") + 64
-        if not view.parent_id:
-            self.root_seen(view.trace_id, view.span_id)
-        self.bytes += trace.size - before
+            # faithtrace's decorator scores this trace in the app: not ours, whatever else it holds.
+            self._discard(trace_id)
+            self._resolved.add(trace_id)
+            return []
+        trace = self._get(trace_id)
+        if trace is None:
+            trace = self._other[trace_id] = HeldTrace(now)
+            root = self._roots.pop(trace_id)
+            if root is not None:
+                trace.root_id = root
+                self._other.pop(trace_id)
+                self._rooted[trace_id] = trace
+        if view.role == RETRIEVER and trace_id not in self._rag:
+            self._promote(trace_id, trace)
+        self._touch(trace_id, trace, now)
+        trace.open.discard(view.span_id)
+        if view.span_id not in trace.seen:
+            trace.seen.add(view.span_id)
+            self._keep(trace_id, trace, view)
+        if not view.parent_id or view.local_root:
+            self.root_seen(trace_id, view.span_id)
+        return self._bound(trace_id)
+
+    def _keep(self, trace_id: int, trace: HeldTrace, view: SpanView) -> None:
+        added = trace.keep(view, self.max_chars, self.max_documents)
+        if trace_id in self._rag:
+            self.bytes += added
+        else:
+            self.other_bytes += added
+
+    def _promote(self, trace_id: int, trace: HeldTrace) -> None:
+        """A retriever came: the trace is RAG, and moves to the RAG pool."""
+        self._other.pop(trace_id, None)
+        self._rooted.pop(trace_id, None)
+        self.other_bytes -= trace.size
+        self.bytes += trace.size
+        self._rag[trace_id] = trace
+        if trace.root_id:
+            self._ready.add(trace_id)
+
+    def _discard(self, trace_id: int) -> None:
+        trace = self._rag.pop(trace_id, None)
+        if trace is not None:
+            self.bytes -= trace.size
+        for pool in (self._other, self._rooted):
+            trace = pool.pop(trace_id, None)
+            if trace is not None:
+                self.other_bytes -= trace.size
+        self._ready.discard(trace_id)
+
+    def _bound(self, keep: int) -> list[Resolved]:
         out: list[Resolved] = []
-        while len(self._traces) > self.max_traces or (self.bytes > self.max_bytes and len(self._traces) > 1):
-            oldest = next(iter(self._traces))
-            if oldest == view.trace_id:
+        while len(self._rag) > self.max_traces or (self.bytes > self.max_bytes and len(self._rag) > 1):
+            oldest = next(iter(self._rag))
+            if oldest == keep:
                 break
             self.evicted += 1
-            out.extend(self._resolve(oldest))
+            self._discard(oldest)
+            self._resolved.add(oldest)
+            out.append(Resolved(oldest, None, INCOMPLETE_EVICTED))
+        while len(self._other) + len(self._rooted) > self.max_other_traces or (
+            self.other_bytes > self.max_other_bytes and len(self._other) + len(self._rooted) > 1
+        ):
+            # Traces whose root came without a retriever go first: they are the least likely to be RAG.
+            victim = next((t for t in itertools.chain(self._rooted, self._other) if t != keep), None)
+            if victim is None:
+                break
+            self.dropped_full += 1
+            self._drop(victim)
         return out
 
+    def _drop(self, trace_id: int) -> None:
+        self.dropped += 1
+        self._discard(trace_id)
+        self._dropped.add(trace_id)
+
     def root_seen(self, trace_id: int, span_id: int) -> None:
-        """The trace's root span has ended (it may be outside the instrumentation): resolve it now."""
-        trace = self._traces.get(trace_id)
-        if trace is not None:
-            trace.open.discard(span_id)
-            trace.root_id = trace.root_id or span_id
+        """The trace's root span (or its service's local root) has ended: the trace may resolve now."""
+        trace = self._get(trace_id)
+        if trace is None:
+            if trace_id not in self._resolved and trace_id not in self._dropped:
+                self._roots.add(trace_id, span_id)  # its other spans may come in a later request
+            return
+        trace.open.discard(span_id)
+        trace.root_id = trace.root_id or span_id
+        if trace_id in self._rag:
             self._ready.add(trace_id)
+        elif trace_id in self._other:
+            self._other.pop(trace_id)
+            self._rooted[trace_id] = trace
 
     # --- resolution ----------------------------------------------------------------------------------------
     def due(self, now: float, *, everything: bool = False, closing: bool = False) -> list[Resolved]:
-        """Traces whose root was seen, and (with ``now``) traces settled for ``settle_s``; ``everything``
-        resolves all but those still waiting for a span (a flush), ``closing`` all (shutdown)."""
+        """RAG traces whose root was seen and that wait on no open span; RAG traces without a root for
+        ``settle_s`` (reported incomplete); ``everything``: the same without waiting (a flush: traces still
+        missing their root keep waiting for it); ``closing``: all of them (shutdown)."""
         out: list[Resolved] = []
-        if everything or closing:
-            ids = [t for t, trace in self._traces.items() if closing or not trace.open]
-        else:
-            # A root seen before any retriever (batches cross) waits for the settle window: not RAG yet. A
-            # root that ended while spans under it still run (a stream being read) waits for them.
-            ids = [
-                t
-                for t in self._ready
-                if t in self._traces and self._traces[t].retrievers and not self._traces[t].open
-            ]
-            self._ready.difference_update(ids)
-            self._ready.intersection_update(self._traces)
-        for trace_id in ids:
-            out.extend(self._resolve(trace_id))
-        if not (everything or closing):
-            horizon = now - self.settle_s
-            patience = now - self.max_open_s
-            settled: list[int] = []
-            for trace_id, trace in self._traces.items():
-                if trace.last_seen > horizon:
-                    break
-                if not trace.open or trace.last_seen <= patience:
-                    settled.append(trace_id)
-            for trace_id in settled:
-                out.extend(self._resolve(trace_id))
+        settled = now - self.grace_s
+        for trace_id in list(self._ready):
+            trace = self._rag[trace_id]
+            if closing or (not trace.open and (trace.last_seen <= settled or whole(trace))):
+                out.append(self._resolve(trace_id))
+        if closing:
+            out += [Resolved(t, None, INCOMPLETE_NO_ROOT) for t in list(self._rag) if self._end(t)]
+            for trace_id in [*self._other, *self._rooted]:
+                self._drop(trace_id)
+            return out
+        horizon = now - self.settle_s
+        patience = now - self.max_open_s
+        for trace_id, trace in list(self._rag.items()):
+            if trace.last_seen > horizon:
+                break
+            if not trace.root_id:
+                self._end(trace_id)
+                out.append(Resolved(trace_id, None, INCOMPLETE_NO_ROOT))
+            elif trace.last_seen <= patience:  # root seen; an open span never ended
+                out.append(self._resolve(trace_id))
+        while self._rooted and next(iter(self._rooted.values())).last_seen <= now - self.grace_s:
+            self._drop(next(iter(self._rooted)))
+        while self._other and next(iter(self._other.values())).last_seen <= horizon:
+            self._drop(next(iter(self._other)))
         return out
 
+    def rooted(self, trace_id: int) -> bool:
+        trace = self._get(trace_id)
+        return trace is not None and bool(trace.root_id)
+
     def next_deadline(self) -> float | None:
-        if not self._traces:
-            return None
-        return next(iter(self._traces.values())).last_seen + self.settle_s
+        """When ``due`` next has something to do without new spans (None: nothing held)."""
+        deadlines = [self._rag[t].last_seen + self.grace_s for t in self._ready if not self._rag[t].open]
+        deadlines += [
+            next(iter(pool.values())).last_seen + wait
+            for pool, wait in (
+                (self._rag, self.settle_s),
+                (self._other, self.settle_s),
+                (self._rooted, self.grace_s),
+            )
+            if pool
+        ]
+        return min(deadlines) if deadlines else None
 
-    def pending(self) -> int:
-        return len(self._traces)
+    def _end(self, trace_id: int) -> bool:
+        """Forget a RAG trace for good (reported elsewhere); True if it was held."""
+        held = trace_id in self._rag
+        self._discard(trace_id)
+        self._resolved.add(trace_id)
+        return held
 
-    def _resolve(self, trace_id: int) -> list[Resolved]:
-        trace = self._traces.pop(trace_id, None)
-        self._ready.discard(trace_id)
-        if trace is None:
-            return []
-        self.bytes -= trace.size
-        if trace.owned or not trace.retrievers:
-            return []  # not RAG, or scored by the decorator in the app
-        self._resolved[trace_id] = None
-        while len(self._resolved) > self._resolved_window:
-            self._resolved.popitem(last=False)
-        return [(trace_id, _item(trace_id, trace))]
-
-
-def _inside(chains: dict[int, _Chain], span_id: int, ancestor: int) -> bool:
-    seen: set[int] = set()
-    while span_id in chains and span_id not in seen:
-        seen.add(span_id)
-        span_id = chains[span_id].parent
-        if span_id == ancestor:
-            return True
-    return False
-
-
-def _holder(trace: _Trace) -> tuple[int, str, str | None, str] | None:
-    """The span whose question and answer go with the documents, and the answer.
-
-    The frames are the root and the ancestors of a retriever (the outermost first), then the outermost spans;
-    LLM spans never frame. The first frame with its own answer holds it; else the first frame with an LLM
-    reply inside it holds the last such reply (a streaming engine); else, as a last resort, any span with an
-    answer of its own, the outermost first.
-    """
-    chains = trace.chains
-    frames: list[int] = []
-    if trace.root_id in chains:
-        frames.append(trace.root_id)
-    for _start, _sid, parent, _docs in sorted(trace.retrievers):
-        ancestors: list[int] = []
-        while parent in chains and parent not in ancestors:
-            ancestors.append(parent)
-            parent = chains[parent].parent
-        frames.extend(reversed(ancestors))
-    frames.extend(i for i, c in chains.items() if c.parent not in chains)
-    frames = [i for i in dict.fromkeys(frames) if not chains[i].llm]
-    for span_id in frames:
-        chain = chains[span_id]
-        if chain.answer:
-            return span_id, chain.name, chain.query, chain.answer
-    replies = sorted(((c.order, i) for i, c in chains.items() if c.llm and c.answer), reverse=True)
-    for span_id in frames:
-        for _order, reply_id in replies:
-            if _inside(chains, reply_id, span_id):
-                chain = chains[span_id]
-                answer = chains[reply_id].answer
-                assert answer is not None
-                return span_id, chain.name, chain.query, answer
-    last_resort = [i for i, c in chains.items() if c.parent not in chains] + list(chains)
-    for span_id in last_resort:
-        chain = chains[span_id]
-        if chain.answer:
-            return span_id, chain.name, chain.query, chain.answer
-    return None
-
-
-def _item(trace_id: int, trace: _Trace) -> RagItem | None:
-    holder = _holder(trace)
-    docs = [d for _start, _sid, _parent, ds in sorted(trace.retrievers, key=lambda r: r[0]) for d in ds]
-    if holder is None or not docs:
-        return None
-    span_id, name, query, answer = holder
-    return RagItem(trace_id, span_id, name, query, tuple(docs), answer, SOURCE_OPENINFERENCE)
+    def _resolve(self, trace_id: int) -> Resolved:
+        trace = self._rag[trace_id]
+        self._end(trace_id)
+        item, reason = item_of(trace_id, trace)
+        return Resolved(trace_id, item, reason)

@@ -8,6 +8,7 @@ and answer; the texts are not copied onto it (they are already on the app's span
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import weakref
@@ -21,9 +22,9 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
 from faithtrace._runtime import runtime
-from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import names as n
-from faithtrace._telemetry.metrics import FunctionStats, register
+from faithtrace._telemetry.metrics import register
+from faithtrace._telemetry.records import FunctionStats, Job
 from faithtrace.sources.assemble import Assembler, Resolved
 from faithtrace.sources.spans import SpanView, cut, role_of
 
@@ -33,9 +34,14 @@ _MAX_FUNCTIONS: Final = 256  # distinct root span names counted as functions (me
 class OpenInferenceProcessor(SpanProcessor):
     """Assembles the app's OpenInference traces and queues them for scoring. Never raises into the app."""
 
-    def __init__(self, *, settle_s: float = 2.0, max_traces: int = 2000, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, *, settle_s: float = 30.0, max_traces: int = 2000, max_bytes: int = 32 << 20) -> None:
         self._lock = threading.Lock()
-        self._assembler = Assembler(settle_s=settle_s, max_traces=max_traces, max_bytes=max_bytes)
+        # grace_s 0: in-process, spans end in order and the root last, so a trace whose root ended without a
+        # retriever is not RAG (its open spans, a stream being read, are waited for as RAG traces only).
+        self._assembler = Assembler(
+            settle_s=settle_s, max_traces=max_traces, max_bytes=max_bytes, grace_s=0.0
+        )
+        self.incomplete: collections.Counter[str] = collections.Counter()  # RAG traces not scored, by reason
         self._stats: dict[str, FunctionStats] = {}
         self._wake = threading.Event()
         self._closed = False
@@ -65,16 +71,18 @@ class OpenInferenceProcessor(SpanProcessor):
         if ctx is None or self._closed:
             return
         parent = span.parent.span_id if span.parent is not None else 0
+        # A span whose parent is in another process is the root of this process's part of the trace.
+        local_root = span.parent is not None and span.parent.is_remote
         role = None
         if n.OPENINFERENCE_SPAN_KIND in attrs or n.FUNCTION in attrs:
-            role = role_of(attrs, parent, ())
+            role = role_of(attrs, 0 if local_root else parent, ())
         if role is None:
             # Nothing to keep: only a span of a trace we follow matters (its root ends the trace; another may
             # be what the trace waits for). Most spans end here after one dict lookup.
             if self._assembler.tracks(ctx.trace_id):
                 with self._lock:
                     self._assembler.ended(ctx.trace_id, ctx.span_id, time.monotonic())
-                    if not parent:
+                    if not parent or local_root:
                         self._assembler.root_seen(ctx.trace_id, ctx.span_id)
                     resolved = self._assembler.due(time.monotonic())
                 self._submit(resolved)
@@ -88,6 +96,7 @@ class OpenInferenceProcessor(SpanProcessor):
             attrs,
             span.start_time or 0,
             span.end_time or 0,
+            local_root,
         )
         with self._lock:
             resolved = self._assembler.add(view, time.monotonic())
@@ -101,8 +110,17 @@ class OpenInferenceProcessor(SpanProcessor):
         if not resolved:
             return
         rt = runtime.current()
-        for _trace_id, item in resolved:
-            if item is None or not rt.enabled:
+        for _trace_id, item, why in resolved:
+            if item is None:
+                self.incomplete[why] += 1
+                safety.warn_rate_limited(
+                    "openinference:incomplete:" + why,
+                    "faithtrace: an OpenInference RAG trace was not scored (%s); see "
+                    "OpenInferenceProcessor.incomplete for the counts",
+                    why,
+                )
+                continue
+            if not rt.enabled:
                 continue
             scoring = rt.settings.scoring
             item = cut(item, scoring.max_answer_chars, scoring.max_context_chars)
@@ -127,7 +145,7 @@ class OpenInferenceProcessor(SpanProcessor):
                 stats = self._stats[function] = register(FunctionStats(function))
         return stats
 
-    # --- settling: traces whose root is outside the instrumentation resolve after settle_s ---------------
+    # --- settling: RAG traces whose root never ends are reported after settle_s ---------------------------
     def _start_ticker(self) -> None:
         if self._ticker is None or not self._ticker.is_alive():
             with self._lock:
@@ -171,7 +189,7 @@ _installed: weakref.WeakKeyDictionary[Any, OpenInferenceProcessor] = weakref.Wea
 _install_lock = threading.Lock()
 
 
-def score_openinference(tracer_provider: Any = None, *, settle_s: float = 2.0) -> OpenInferenceProcessor:
+def score_openinference(tracer_provider: Any = None, *, settle_s: float = 30.0) -> OpenInferenceProcessor:
     """Score the RAG traces an OpenInference-instrumented app (LlamaIndex, LangChain) already emits.
 
     One call after the app's instrumentation is set up: each trace's RETRIEVER documents and the question and
@@ -181,7 +199,8 @@ def score_openinference(tracer_provider: Any = None, *, settle_s: float = 2.0) -
 
     Args:
         tracer_provider: an SDK ``TracerProvider``; defaults to the global one.
-        settle_s: a trace whose root span is not seen is scored this long after its last span.
+        settle_s: a RAG trace whose root span has not ended this long after its last span is not scored
+            (counted in the processor's ``incomplete``, by reason): it is never scored from a guess.
 
     Raises:
         ConfigError: the provider is not an OpenTelemetry SDK tracer provider.

@@ -70,6 +70,7 @@ class SpanView(NamedTuple):
     attrs: Mapping[str, Any]
     start_ns: int
     end_ns: int = 0  # 0: not known
+    local_root: bool = False  # its parent is in another process (remote): the root of this service's part
 
 
 class RagItem(NamedTuple):

@@ -1,0 +1,237 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
+"""`faithtrace serve --kafka` against a real KRaft broker: OTLP protobuf messages keyed by trace ID (what the
+Collector's Kafka exporter writes) are scored by the same scorer as the OTLP receivers, and offsets are
+committed only once the evaluation was exported."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from _fake_judge import FakeJudge, fake_judge  # noqa: F401
+from _kafka_fixtures import Broker, kafka_broker
+from _serve_fixtures import Serve, Sink, run_serve, sink  # noqa: F401
+
+pytestmark = [pytest.mark.backend, pytest.mark.timeout(240)]
+
+TOPIC = "otlp_spans"
+GROUP = "scorers"
+DOCS = ["The Eiffel Tower is in Paris.", "It opened in 1889."]
+ANSWER = "In Paris is the Eiffel Tower. In 1889 it opened."
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with kafka_broker(tmp_path_factory.mktemp("kafka")) as b:
+        yield b
+
+
+def _span(
+    request: ExportTraceServiceRequest,
+    service: str,
+    trace_id: int,
+    span_id: int,
+    parent: int,
+    name: str,
+    attrs: dict[str, Any],
+) -> None:
+    rs = request.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", service
+    span = rs.scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = trace_id.to_bytes(16, "big"), span_id.to_bytes(8, "big"), name
+    if parent:
+        span.parent_span_id = parent.to_bytes(8, "big")
+    for key, value in attrs.items():
+        a = span.attributes.add()
+        a.key = key
+        if isinstance(value, bool):
+            a.value.bool_value = value
+        else:
+            a.value.string_value = value
+
+
+def openinference_parts(trace_id: int, question: str, answer: str) -> tuple[bytes, bytes]:
+    """A LlamaIndex-shaped trace in two messages, retriever first, its CHAIN root in the next one."""
+    root, retriever = trace_id & 0xFFFFFFFF | 1 << 40, trace_id & 0xFFFFFFFF | 2 << 40
+    first, second = ExportTraceServiceRequest(), ExportTraceServiceRequest()
+    documents = {f"retrieval.documents.{i}.document.content": d for i, d in enumerate(DOCS)}
+    _span(
+        first,
+        "llama-app",
+        trace_id,
+        retriever,
+        root,
+        "VectorIndexRetriever.retrieve",
+        {"openinference.span.kind": "RETRIEVER", "input.value": question, **documents},
+    )
+    _span(
+        second,
+        "llama-app",
+        trace_id,
+        root,
+        0,
+        "RetrieverQueryEngine.query",
+        {"openinference.span.kind": "CHAIN", "input.value": question, "output.value": answer},
+    )
+    return first.SerializeToString(), second.SerializeToString()
+
+
+def remote_span(trace_id: int, span_id: int) -> bytes:
+    """A span recorded by the decorator with scoring="remote": self-contained."""
+    request = ExportTraceServiceRequest()
+    _span(
+        request,
+        "shop-app",
+        trace_id,
+        span_id,
+        0,
+        "answer",
+        {
+            "faithtrace.scoring.remote": True,
+            "faithtrace.function": "answer",
+            "input.value": "Where is the Eiffel Tower?",
+            "output.value": ANSWER,
+            "retrieval.documents.0.document.content": DOCS[0],
+            "retrieval.documents.1.document.content": DOCS[1],
+        },
+    )
+    return request.SerializeToString()
+
+
+def produce(broker: Broker, topic: str, messages: list[tuple[int, bytes]]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for trace_id, value in messages:
+        producer.produce(topic, key=trace_id.to_bytes(16, "big"), value=value)
+    assert producer.flush(30) == 0
+
+
+def committed(broker: Broker, topic: str, group: str, partitions: int) -> int:
+    """Messages committed by `group` over the topic's partitions."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return sum(max(0, tp.offset) for tp in offsets)
+    finally:
+        consumer.close()
+
+
+def kafka_serve(tmp_path: Path, judge: FakeJudge, sink: Sink, broker: Broker, topic: str, *args: str) -> Any:
+    return run_serve(
+        tmp_path,
+        judge.base_url,
+        sink.port,
+        "--kafka",
+        broker.bootstrap,
+        "--kafka-topic",
+        topic,
+        "--kafka-group",
+        GROUP,
+        "--settle",
+        "20",
+        *args,
+    )
+
+
+def wait_for(what: str, check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} not within {timeout}s"
+        time.sleep(0.2)
+
+
+def test_traces_from_kafka_are_scored_once_and_committed_after_export(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    topic = "spans-scored"
+    broker.create_topic(topic, partitions=2)
+    oi_trace, own_trace, own_span = 0x1111 << 64 | 7, 0x2222 << 64 | 9, 0xABC
+    first, second = openinference_parts(oi_trace, "Where is the Eiffel Tower?", ANSWER)
+    own = remote_span(own_trace, own_span)
+    # Both parts of the trace, a decorated span, a message that is not OTLP, and the decorated span again
+    # (a Collector retry): 5 messages, 2 evaluations.
+    produce(
+        broker,
+        topic,
+        [(oi_trace, first), (own_trace, own), (oi_trace, second), (99, b"\xff\x00junk"), (own_trace, own)],
+    )
+    with kafka_serve(tmp_path, fake_judge, sink, broker, topic) as serve:
+        found = sink.wait(2, timeout=60)
+        wait_for("5 messages committed", lambda: committed(broker, topic, GROUP, 2) == 5)
+        wait_for(
+            "the lag gauge at 0",
+            lambda: serve.stats()["kafka_lag"] == 0 and serve.stats()["kafka_committed"] == 5,
+        )
+        time.sleep(1.0)
+        found = sink.evaluations()
+        assert len(found) == 2, [s.name for _, s in found]
+        by_service = {r["service.name"]: s for r, s in found}
+        assert set(by_service) == {"llama-app", "shop-app"}
+        oi = by_service["llama-app"]
+        assert int.from_bytes(oi.trace_id, "big") == oi_trace
+        assert int.from_bytes(oi.parent_span_id, "big") == oi_trace & 0xFFFFFFFF | 1 << 40  # the CHAIN root
+        own_eval = by_service["shop-app"]
+        assert int.from_bytes(own_eval.parent_span_id, "big") == own_span
+        stats = serve.stats()
+        assert stats["kafka_messages"] == 5
+        assert stats["kafka_malformed"] == 1
+        assert stats["duplicates"] == 1  # the decorated span sent twice
+        assert stats["scored"] == 2
+        text = _metrics(serve)
+        assert "# TYPE faithtrace_serve_kafka_lag gauge" in text
+        assert "faithtrace_serve_duplicates_total 1" in text
+
+
+def _metrics(serve: Serve) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(serve.http + "/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def test_an_export_failure_holds_the_commit_until_the_evaluation_is_exported(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    topic = "spans-export-fails"
+    broker.create_topic(topic, partitions=1)
+    sink.fail = True
+    produce(broker, topic, [(0x33 << 64 | 1, remote_span(0x33 << 64 | 1, 0x10))])
+    with kafka_serve(tmp_path, fake_judge, sink, broker, topic) as serve:
+        wait_for("a retry after the export failure", lambda: serve.stats()["kafka_retries"] >= 1)
+        assert committed(broker, topic, GROUP, 1) == 0  # refused downstream: not committed
+        assert serve.stats()["kafka_lag"] <= 1
+        sink.fail = False
+        found = sink.wait(1, timeout=60)
+        assert len(found) == 1
+        wait_for("the message committed", lambda: committed(broker, topic, GROUP, 1) == 1)
+
+
+def test_partitions_pause_at_the_buffer_bound_and_resume(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    topic = "spans-paused"
+    broker.create_topic(topic, partitions=1)
+    count = 12
+    produce(broker, topic, [(0x44 << 64 | i, remote_span(0x44 << 64 | i, 0x20 + i)) for i in range(count)])
+    fake_judge.hang()  # every evaluation waits: the messages stay in flight
+    with kafka_serve(tmp_path, fake_judge, sink, broker, topic, "--kafka-max-buffered", "3") as serve:
+        wait_for("paused", lambda: serve.stats()["kafka_paused"] == 1)
+        stats = serve.stats()
+        assert stats["kafka_buffered"] <= 4  # max_buffered, + 1 while full
+        assert stats["kafka_messages"] <= 4
+        wait_for("the lag gauge", lambda: serve.stats()["kafka_lag"] >= count - 4, timeout=10)
+        fake_judge.mode = "ok"
+        fake_judge.release.set()
+        found = sink.wait(count, timeout=120)
+        assert len(found) == count
+        wait_for("every message committed", lambda: committed(broker, topic, GROUP, 1) == count)
+        assert serve.stats()["kafka_paused"] == 0
