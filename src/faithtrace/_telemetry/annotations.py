@@ -72,7 +72,7 @@ def annotation_config(threshold: float) -> dict[str, Any]:
         "type": "FREEFORM",
         "description": (
             "faithtrace: the share of the answer's claims its retrieved context supports; label pass or fail "
-            "at the threshold (a contradicted claim fails the answer whatever the share)"
+            "at the threshold (by default a contradicted claim fails the answer whatever the share)"
         ),
         "optimization_direction": "MAXIMIZE",
         "threshold": threshold,
