@@ -275,7 +275,9 @@ class PhoenixAnnotations:
                 raise RuntimeError(f"assigning the annotation config to the project: HTTP {status}")
             self._config_due = None
         except (_NotYet, _Retryable) as exc:
-            if self._config_tries > len(CONFIG_RETRY_S) or self._closed:
+            if self._closed:
+                self._config_due = None  # shutting down: abandoned, not a failure of Phoenix's
+            elif self._config_tries > len(CONFIG_RETRY_S):
                 self._config_failed(exc)
             else:
                 self._config_due = time.monotonic() + CONFIG_RETRY_S[self._config_tries - 1]
