@@ -292,8 +292,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
 
 
 def _numpy_state(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    """A snapshot of the weights. Copied: on a CPU, ``.cpu().numpy()`` would share the parameters' memory, and
+    the "best epoch" and the transfer's reference would then follow training instead of staying put."""
     return {
-        k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.detach().cpu().numpy()
+        k: (v.detach().float() if v.is_floating_point() else v.detach()).cpu().numpy().copy()
         for k, v in model.state_dict().items()
     }
 
