@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from faithtrace._common import safety
 from faithtrace._common.secrets import scrub_secrets
@@ -60,18 +60,25 @@ class PendingSpan:
         self.span.end(end_time=self.end_ns or None)
 
     # --- worker (or host, when the worker cannot take it) --------------------------------------------------
-    def finish(self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None = None) -> None:
+    def finish(
+        self,
+        capture: CaptureOptions,
+        offer: Offer,
+        remote: ScoringOptions | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
         """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
         under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
-        cut to those scoring limits, and nothing is queued."""
+        cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
+        RETRIEVER child span (where Phoenix shows documents)."""
         try:
             with safety.handle_internal_errors("finishing a span"):
-                self._attributes_and_job(capture, offer, remote)
+                self._attributes_and_job(capture, offer, remote, tracer)
         finally:
             self.span.end(end_time=self.end_ns)
 
     def _attributes_and_job(
-        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None
+        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None, tracer: Tracer | None
     ) -> None:
         span, stats, captured = self.span, self.stats, self.captured
         if captured is None:
@@ -113,6 +120,8 @@ class PendingSpan:
             attrs[n.SAMPLING_REASON] = n.SAMPLING_REASON_QUEUE_FULL
         if recording:
             span.set_attributes(attrs)
+            if tracer is not None:
+                spans.emit_retriever(tracer, span, attrs, stats.name, self.end_ns)
 
     def _not_scored(self, problem: str) -> None:
         stats = self.stats

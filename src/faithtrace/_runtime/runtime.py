@@ -91,7 +91,12 @@ class Runtime:
         self.instruments = ft_metrics.instruments_for(meter_provider, _queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
-            settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
+            settings.annotations,
+            settings.phoenix_endpoint,
+            settings.phoenix_api_key,
+            # Read when the config is registered: a global provider may be set after configure().
+            lambda: ft_annotations.phoenix_project(tracer_provider or trace.get_tracer_provider()),
+            settings.scoring.threshold,
         )
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
@@ -105,18 +110,18 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse, self._remote)
+            pending.finish(self.capture, _refuse, self._remote, self.tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote)
+            pending.finish(self.capture, worker.offer, self._remote, self.tracer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
-                capture, remote = self.capture, self._remote
+                capture, remote, tracer = self.capture, self._remote, self.tracer
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
-                    pending.finish(capture, offer, remote)
+                    pending.finish(capture, offer, remote, tracer)
 
                 self._worker = Worker(
                     finish,

@@ -154,6 +154,10 @@ def print_summary(out: Output, s: Summary) -> None:
     rows = [
         ["evaluations", str(s.rows)],
         ["outcomes", outcomes],
+        [
+            "labels",
+            f"pass {s.passed}, fail {s.failed} ({s.failed_for_contradiction} for a contradicted claim alone)",
+        ],
         ["mean score", _fmt(s.mean_score)],
         ["mean faithfulness", _fmt(s.mean_faithfulness)],
         ["tokens / evaluation", _fmt(s.tokens_per_eval, ".0f")],
