@@ -201,6 +201,7 @@ _ENV_READS_ALLOWED = {
     "judge/local/server.py": "runs inside the judge server's own process",
     "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",
     "judge/llm/_litellm.py": "restores the environment around litellm's import",
+    "_common/host_state.py": "snapshots and restores the host's environment around a library's import",
     "judge/local/endpoint.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
 }
 

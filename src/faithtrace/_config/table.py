@@ -128,7 +128,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "material, three or more content words, over a fifth of the claim's, that no document uses, "
         "becomes idk), strict (also a yes with over 30 % unknown content words), or auto (checks with the "
         "embedded judge, judge otherwise). "
-        "A no or idk always stands.",
+        "A no or idk the judge wrote always stands.",
         "auto", choices=("auto", "judge", "numbers", "checks", "strict")),
     Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "
         "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",

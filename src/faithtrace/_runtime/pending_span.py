@@ -51,9 +51,14 @@ class PendingSpan:
 
     # --- request path ------------------------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
-        """The host's call raised: record it and end the span now (a failed call is not scored)."""
-        record_failure(self.span, exc)
-        self.span.end()
+        """The host's call raised: record it and end the span now (a failed call is not scored). Guarded like
+        ``finish``: ending the span runs the app's own span processors, and one that raises must never replace
+        the exception the host's caller is about to receive."""
+        try:
+            record_failure(self.span, exc)
+            self.span.end()
+        except Exception as error:
+            safety.internal_error("ending a failed call's span", error)
 
     def drop(self) -> None:
         """End the span at the call's end without scoring it."""
