@@ -292,8 +292,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
 
 
 def _numpy_state(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    """A snapshot of the weights. Copied: on a CPU, ``.cpu().numpy()`` would share the parameters' memory, and
+    the "best epoch" and the transfer's reference would then follow training instead of staying put."""
     return {
-        k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.detach().cpu().numpy()
+        k: (v.detach().float() if v.is_floating_point() else v.detach()).cpu().numpy().copy()
         for k, v in model.state_dict().items()
     }
 
@@ -484,8 +486,12 @@ def run_finish(args: argparse.Namespace) -> None:
     work = args.out / ".work"
     work.mkdir(exist_ok=True)
     fp32_path, int8_path = work / "model.fp32.onnx", args.out / "model.onnx"
-    by_length = sorted(eval_data["validation"], key=lambda e: len(e.ids))
-    export_onnx(model, [by_length[-1], by_length[0]], pad_id, fp32_path)
+    longest = max(eval_data["validation"], key=lambda e: len(e.ids))
+    # A second, shorter row guarantees padding in the traced batch (see export_onnx).
+    shorter = Encoded(
+        longest.example, longest.ids[: len(longest.ids) // 2], longest.labels[: len(longest.ids) // 2]
+    )
+    export_onnx(model, [longest, shorter], pad_id, fp32_path)
     quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True)
     model.eval()
     check_data = eval_data["validation"][: args.check_examples]
