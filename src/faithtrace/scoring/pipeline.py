@@ -31,7 +31,7 @@ from faithtrace.scoring import (
     steps,
     verdict_checks,
 )
-from faithtrace.scoring import score as scoring
+from faithtrace.scoring import verdict_score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
     STATUS_TEXT,
