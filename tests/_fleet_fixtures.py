@@ -272,7 +272,10 @@ class Fleet:
         )
         return env
 
-    def add_scorer(self, concurrency: int = 16) -> tuple[Proc, int, int]:
+    def add_scorer(
+        self, concurrency: int = 16, extra: tuple[str, ...] = (), name: str = "scorer"
+    ) -> tuple[Proc, int, int]:
+        """A `faithtrace serve` replica on free loopback ports; `extra` flags after the common ones."""
         grpc_port, http_port = free_port(), free_port()
         index = len(self.scorers)
         argv = [
@@ -286,8 +289,9 @@ class Fleet:
             str(http_port),
             "--concurrency",
             str(concurrency),
+            *extra,
         ]
-        proc = Proc(f"scorer-{index}", argv, self.workdir / f"scorer-{index}.log", env=self.scorer_env())
+        proc = Proc(f"{name}-{index}", argv, self.workdir / f"{name}-{index}.log", env=self.scorer_env())
         self.procs.append(proc.start())
         self.scorers.append((proc, grpc_port, http_port))
         return self.scorers[-1]

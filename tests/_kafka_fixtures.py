@@ -31,7 +31,6 @@ from _fleet_fixtures import (
     FleetPorts,
     Proc,
     _require,
-    faithtrace_command,
     free_port,
     on_loopback,
     start_app,
@@ -230,31 +229,8 @@ class KafkaFleet(Fleet):
 
     def add_consumer(self, concurrency: int = 16, *extra: str) -> tuple[Proc, int, int]:
         assert self.broker is not None
-        grpc_port, http_port = free_port(), free_port()
-        index = len(self.scorers)
-        argv = [
-            *faithtrace_command(),
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--grpc-port",
-            str(grpc_port),
-            "--http-port",
-            str(http_port),
-            "--concurrency",
-            str(concurrency),
-            "--kafka",
-            self.broker.bootstrap,
-            "--kafka-topic",
-            self.topic,
-            "--kafka-group",
-            self.group,
-            *extra,
-        ]
-        proc = Proc(f"consumer-{index}", argv, self.workdir / f"consumer-{index}.log", env=self.scorer_env())
-        self.procs.append(proc.start())
-        self.scorers.append((proc, grpc_port, http_port))
-        return self.scorers[-1]
+        kafka = ("--kafka", self.broker.bootstrap, "--kafka-topic", self.topic, "--kafka-group", self.group)
+        return self.add_scorer(concurrency, (*kafka, *extra), name="consumer")
 
     def write_collector_config(self) -> Path:
         assert self.broker is not None

@@ -13,6 +13,7 @@ import yaml
 
 from _fleet_fixtures import COLLECTOR
 from _kafka_fixtures import KAFKA_EXPORTER, KAFKA_FLEET_CONFIG
+from test_deploy_kit import kit_resources
 
 KIT = COLLECTOR / "deploy" / "k8s-kafka"
 KUBERNETES_VERSION = "1.33.0"
@@ -20,25 +21,7 @@ KUSTOMIZATION = yaml.safe_load((KIT / "kustomization.yaml").read_text())
 CORE_KINDS = {"Namespace", "Deployment", "PodDisruptionBudget", "Job", "ConfigMap"}
 
 
-def _resources() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for name in KUSTOMIZATION["resources"]:
-        docs += [d for d in yaml.safe_load_all((KIT / name).read_text()) if d]
-    for generator in KUSTOMIZATION["configMapGenerator"]:
-        data = {}
-        for entry in generator.get("files", []):
-            key, _, source = entry.partition("=")
-            data[key] = (KIT / source).read_text()
-        for literal in generator.get("literals", []):
-            key, _, value = literal.partition("=")
-            data[key] = value
-        docs.append(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": generator["name"]}, "data": data}
-        )
-    return docs
-
-
-RESOURCES = _resources()
+RESOURCES = kit_resources(KIT)
 
 
 def _one(kind: str, name: str | None = None) -> dict[str, Any]:
