@@ -171,6 +171,19 @@ def local_mode(value: str, settings: JudgeSettings, local: str, hosted: str) -> 
     return value
 
 
+def for_judge(options: ScoringOptions, settings: JudgeSettings) -> ScoringOptions:
+    """``options`` with every ``auto`` choice made for this judge (the embedded one or a hosted model), once
+    per evaluation: the steps read plain values."""
+    return options.model_copy(
+        update={
+            "verdict_context": local_mode(options.verdict_context, settings, "evidence", "documents"),
+            "verdict_logprobs": local_mode(options.verdict_logprobs, settings, "on", "off"),
+            "verdict_policy": local_mode(options.verdict_policy, settings, "checks", "judge"),
+            "judge_token_budget": judge_budget.resolve(options.judge_token_budget, settings),
+        }
+    )
+
+
 _JUDGE_FAILURES = (JudgeError, LocalJudgeError)
 
 
@@ -228,9 +241,8 @@ async def _judge(
     run: _Run, documents: list[str], claims: list[str], found: Sequence[grounding.Grounding]
 ) -> tuple[dict[int, ClaimVerdict], list[LLMCall]]:
     """Verdicts by index into ``claims``: every claim, or those that fit the judge token budget."""
-    by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
-    logprobs = local_mode(run.options.verdict_logprobs, run.judge.settings, "on", "off") == "on"
-    evidence = grounding.evidence(claims, documents) if by_evidence == "evidence" else None
+    logprobs = run.options.verdict_logprobs == "on"
+    evidence = grounding.evidence(claims, documents) if run.options.verdict_context == "evidence" else None
     asked = steps.VerdictsInput(
         documents=documents,
         claims=claims,
@@ -244,7 +256,7 @@ async def _judge(
         logprobs=logprobs,
         min_p_supported=run.options.min_p_supported if logprobs else 0.0,
     )
-    budget = judge_budget.resolve(run.options.judge_token_budget, run.judge.settings)
+    budget = run.options.judge_token_budget or 0  # resolved by for_judge: 0 is no limit
     keep = judge_budget.select(asked, found, budget, run.options.verdict_batch_size)
     left = [i for i in range(len(claims)) if i not in keep]
     if left:
@@ -266,6 +278,7 @@ async def run_pipeline(
     cache: TruthCache | None = None,
 ) -> FaithfulnessResult:
     """Score ``answer`` against ``contexts``. Never raises for judge failures: returns ``outcome=error``."""
+    options = for_judge(options, judge.settings)
     run = _Run(judge=judge, options=options)
     try:
         query, contexts, answer, replaced = inputs.checked(query, contexts, answer)
@@ -342,8 +355,7 @@ async def run_pipeline(
         kept = [i for i, done in enumerate(settled) if done is not None or i in judged]
         unjudged += [claims[i] for i in range(len(claims)) if i not in kept]
         merged = [judged[i] if (done := settled[i]) is None else done for i in kept]
-        policy = local_mode(options.verdict_policy, judge.settings, "checks", "judge")
-        verdicts = verdict_checks.apply(merged, [found[i] for i in kept], policy)
+        verdicts = verdict_checks.apply(merged, [found[i] for i in kept], options.verdict_policy)
         outcome = Outcome.SCORED
         if options.detector_model:
             detector, verdicts = await detection.beside_judge(options, question, documents, text, verdicts)
