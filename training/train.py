@@ -14,7 +14,6 @@ test suite does not.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import random
@@ -38,6 +37,7 @@ from transformers import AutoConfig, AutoModelForTokenClassification
 
 from training import pack_base, prep, synth
 from training._contract import inputs, metrics
+from training.fetch_base import sha256_file
 
 HALLUCINATED_LABEL: int = inputs.HALLUCINATED_LABEL
 INPUT_NAMES: tuple[str, str] = inputs.INPUT_NAMES
@@ -214,14 +214,6 @@ def export_onnx(model: torch.nn.Module, samples: Sequence[Encoded], pad_id: int,
 
 def max_abs_diff(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def build_model(args: argparse.Namespace) -> torch.nn.Module:
