@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "false": c.text in probe["false_sentences"],
                     "verdict": c.verdict,
                     "decided_by": c.decided_by,
+                    "status": c.status,
                     "judge_verdict": c.judge_verdict,
                     "check_verdict": c.check_verdict,
                     "p_supported": c.p_supported,
@@ -99,6 +100,10 @@ def rethreshold(
 
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
     run already applied its own, lower threshold), then ``policy`` lowers a "yes" as ``verdict_checks`` does.
+    A claim that is not "yes" fails the answer (``fail_on_contradiction``) when the judge wrote "no" or the
+    checks found a mechanical contradiction. Rows written before issue 25 recorded ``judge_verdict`` after the
+    confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers than a
+    run would.
     """
     from faithtrace.scoring import contradictions, grounding, verdict_checks
 
@@ -110,16 +115,23 @@ def rethreshold(
             [c["text"] for c in row["claims"]], probe["contexts"], probe["question"]
         )
         yes = 0
+        contradicted = False
         for c, g in zip(row["claims"], found, strict=True):
             if c["decided_by"] == "proof":
                 yes += 1
             elif c["p_supported"] is None:
                 yes += c["verdict"] == "yes"
+                contradicted = contradicted or c["verdict"] == "no"
             else:
-                found = contradictions.find(c["text"], g.near)
-                yes += c["p_supported"] >= t and not verdict_checks.lowers(policy, g, found)
+                contra = contradictions.find(c["text"], g.near)
+                lowered = verdict_checks.lowers(policy, g, contra)
+                supported = c["p_supported"] >= t and not lowered
+                yes += supported
+                said_no = not supported and c.get("judge_verdict") == "no"
+                contradicted = contradicted or (lowered and contra is not None) or said_no
         score = yes / len(row["claims"]) if row["claims"] else None
-        new = {**row, "score": score, "passed": None if score is None else score >= threshold}
+        passed = None if score is None else score >= threshold and not contradicted
+        new = {**row, "score": score, "passed": passed}
         new["caught"] = caught(new)
         out.append(new)
     return out
@@ -142,6 +154,16 @@ def table(rows: list[dict[str, Any]]) -> str:
         by_kind[r["kind"]].append(r)
     for kind, sel in by_kind.items():
         lines.append(f"| {kind} ({sel[0]['label']}) | {len(sel)} | {sum(r['caught'] for r in sel)} |")
+    # What each claim was recorded as (rows written since issue 25): a false claim the judge was unsure of is
+    # "not_confirmed", never "contradicted"; either way it counts against the score.
+    claims = [(r["label"], c) for r in rows for c in r["claims"]]
+    if claims and all("status" in c for _, c in claims):
+        for what, sel in (
+            ("false claims", [c for _, c in claims if c["false"]]),
+            ("claims of faithful probes", [c for label, c in claims if label == "faithful"]),
+        ):
+            count = Counter(c["status"] for c in sel)
+            lines += ["", f"{what}: " + ", ".join(f"{k} {count[k]}" for k in sorted(count))]
     tokens = [r["input_tokens"] + r["output_tokens"] for r in rows]
     seconds = [r["seconds"] for r in rows]
     lines += [

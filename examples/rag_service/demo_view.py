@@ -60,10 +60,11 @@ def _counts(view: EvaluationView) -> str:
     """Claims per meaning when every claim was exported, else the verdict counts."""
     if view.claims_not_shown or len(view.claims) != view.yes + view.no + view.idk:
         return f"{view.yes} supported · {view.no} contradicted · {view.idk} unsupported otherwise"
-    shown = [
-        f"{sum(c.status == status for c in view.claims)} {label.lstrip('✓✗? ')}"
-        for status, (label, _) in _STATUS_STYLE.items()
-    ]
+    shown = []
+    for status, (label, _) in _STATUS_STYLE.items():
+        k = sum(c.status == status for c in view.claims)
+        if k or status in ("supported", "contradicted"):  # the two kinds of idk only when there are some
+            shown.append(f"{k} {label.lstrip('✓✗? ')}")
     return " · ".join(shown)
 
 

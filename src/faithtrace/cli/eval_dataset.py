@@ -13,7 +13,7 @@ from faithtrace._common.unicode import valid_text
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.cli.metrics import LABELS, Summary, summarise
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.pipeline import run_pipeline
 
@@ -154,6 +154,10 @@ def print_summary(out: Output, s: Summary) -> None:
     rows = [
         ["evaluations", str(s.rows)],
         ["outcomes", outcomes],
+        [
+            "labels",
+            f"pass {s.passed}, fail {s.failed} ({s.failed_for_contradiction} for a contradicted claim alone)",
+        ],
         ["mean score", _fmt(s.mean_score)],
         ["mean faithfulness", _fmt(s.mean_faithfulness)],
         ["tokens / evaluation", _fmt(s.tokens_per_eval, ".0f")],

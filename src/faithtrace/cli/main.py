@@ -13,7 +13,7 @@ from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeEr
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import STATUS_TEXT, ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from faithtrace.judge.llm.reply import TokenLogprobs
+from faithtrace.judge import TokenLogprobs
 from faithtrace.scoring.models import Verdict
 
 VERDICTS: tuple[Verdict, ...] = ("yes", "no", "idk")

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from faithtrace._config.scoring_options import IdkPolicy
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 
 __all__ = [
     "ClaimStatus",

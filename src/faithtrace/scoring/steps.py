@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from faithtrace.judge.llm.client import Judge, OutputRejected
+from faithtrace.judge import Judge, OutputRejected
 from faithtrace.scoring import confidence, prompts
 from faithtrace.scoring.models import ClaimVerdict, LLMCall, Verdict
 
