@@ -70,3 +70,8 @@ def test_nothing_batches_in_front_of_the_exporter_and_results_never_reach_the_to
             assert KAFKA_EXPORTER not in pipeline["exporters"], name
     assert pipelines["traces/results"]["receivers"] == ["otlp/results"]
     assert "otlp/results" not in apps["receivers"]
+    # A scorer commits once its results were accepted: they go straight into a persistent queue.
+    assert "batch" not in pipelines["traces/results"]["processors"]
+    config = _config()
+    for name in pipelines["traces/results"]["exporters"]:
+        assert config["exporters"][name]["sending_queue"]["storage"] == "file_storage/queue"
