@@ -146,7 +146,7 @@ def test_the_checker_sees_cycles_layers_and_private_imports() -> None:
     assert layer_of("faithtrace") > layer_of("faithtrace.cli.main") > layer_of("faithtrace._common.errors")
     assert is_private_import("faithtrace.scoring.scorer", "faithtrace.judge.llm._litellm")
     assert not is_private_import("faithtrace.judge.llm.client", "faithtrace.judge.llm._litellm")
-    assert not is_private_import("faithtrace.serve.scorer", "faithtrace._telemetry.spans")
+    assert not is_private_import("faithtrace.serve.receiver", "faithtrace._telemetry.spans")
 
 
 def test_no_import_cycles_in_the_package_type_only_imports_included() -> None:

@@ -21,7 +21,7 @@ from faithtrace.sources.assemble import (
     INCOMPLETE_NO_ROOT,
     Assembler,
 )
-from faithtrace.sources.spans import (
+from faithtrace.sources.conventions import (
     CHAIN,
     OWNED,
     RETRIEVER,

@@ -9,6 +9,7 @@ sampled call, and again lazily in a forked child. Scoring itself lives in ``scor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace._common import safety
+from faithtrace._common import host_state, safety
 from faithtrace._config.settings import Settings, build_settings
 from faithtrace._runtime import thread_watch
 from faithtrace._runtime.pending_span import Offer, PendingSpan
@@ -152,7 +153,7 @@ class Runtime:
         result = await self.scorer.score(job.query, job.contexts, job.answer)
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
             self._warn_judge_failure(result.error)
-        try:
+        with safety.handle_internal_errors("evaluation telemetry"):
             placement = self.settings.evaluation_placement
             evaluation = spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture, placement)
             if self.annotations is not None:
@@ -161,8 +162,6 @@ class Runtime:
                 self.annotations.add(ft_annotations.trace_annotation(item, job.span_context), "trace")
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
-        except Exception as exc:
-            safety.internal_error("evaluation telemetry", exc)
 
     def _warn_judge_failure(self, error: ErrorInfo) -> None:
         """Say once a minute per kind that evaluations fail for want of a working judge, and how to fix it:
@@ -252,16 +251,34 @@ RUNTIME: Runtime | None = None
 _swap_lock = threading.Lock()
 
 
+_first_use_lock = threading.Lock()
+
+
 def current() -> Runtime:
-    """The runtime; built from the environment on first use when ``configure()`` was never called."""
-    global RUNTIME
+    """The runtime. When ``configure()`` was never called, the first use configures faithtrace from the
+    environment exactly as a bare ``configure()`` would, once: the ``OTEL_*`` and ``FAITHTRACE_*`` variables
+    alone set up the exporters (OTLP, Prometheus) as OpenTelemetry users expect."""
     rt = RUNTIME
     if rt is None:
+        with _first_use_lock:
+            if RUNTIME is None:
+                _configure_from_environment()
+        rt = RUNTIME
+        assert rt is not None
+    return rt
+
+
+def _configure_from_environment() -> None:
+    global RUNTIME
+    try:
+        install(build_settings())
+    except Exception as exc:
+        # An exporter that cannot start (a port in use, a missing extra) must not break the host's call: score
+        # into the global providers instead, as before this first use configured anything.
+        safety.internal_error("configuring from the environment", exc)
         with _swap_lock:
             if RUNTIME is None:
                 RUNTIME = Runtime(build_settings())
-            rt = RUNTIME
-    return rt
 
 
 def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
@@ -270,8 +287,7 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
     global RUNTIME
     tp = setup.tracer_provider_for(settings, tracer_provider)
     mp = setup.meter_provider_for(settings, meter_provider)
-    if setup.owns_providers():
-        _register_at_exit()
+    _register_at_exit()
     new = Runtime(settings, tp, mp)
     with _swap_lock:
         old, RUNTIME = RUNTIME, new
@@ -360,17 +376,27 @@ def _after_fork_in_child() -> None:
         rt.after_fork()
 
 
+_at_exit_lock = threading.Lock()
 _at_exit_registered = False
 
 
 def _register_at_exit() -> None:
-    """Register the exit flush late, when the first worker starts: atexit runs handlers last-in first-out, and
-    ours must run before the SDK's own exit hooks shut the app's providers down (they register when the app
-    creates them, usually after ``import faithtrace``)."""
+    """Register the exit flush once, on the threading shutdown hooks (as ``concurrent.futures`` does), not
+    the host's ``atexit`` list: they run before every ``atexit`` handler, so our last evaluations are exported
+    before the SDK's exit hooks shut the app's providers down. ``atexit`` where the hook is missing."""
     global _at_exit_registered
-    if not _at_exit_registered:
+    with _at_exit_lock:
+        if _at_exit_registered:
+            return
         _at_exit_registered = True
+    host_state.register_exit_runner()  # first: the hooks run last-registered first
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
         atexit.register(_at_exit)
+        return
+    # RuntimeError: the interpreter is already shutting down, with nothing left to flush into.
+    with contextlib.suppress(RuntimeError):
+        register(_at_exit)
 
 
 if hasattr(os, "register_at_fork"):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from faithtrace._common import safety
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
-from faithtrace.serve.scorer import Saturated, Scorer, Unavailable
+from faithtrace.serve.receiver import Receiver, Saturated, Unavailable
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
@@ -128,7 +128,7 @@ class _Partition:
 class KafkaSource:
     """Consumes the topic into ``scorer`` until ``stop()``."""
 
-    def __init__(self, scorer: Scorer, settings: KafkaSettings) -> None:
+    def __init__(self, scorer: Receiver, settings: KafkaSettings) -> None:
         self.scorer = scorer
         self.settings = settings
         self.counters = KafkaCounters()

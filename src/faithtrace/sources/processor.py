@@ -26,7 +26,7 @@ from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import register
 from faithtrace._telemetry.records import FunctionStats, Job
 from faithtrace.sources.assemble import Assembler, Resolved
-from faithtrace.sources.spans import SpanView, cut, role_of
+from faithtrace.sources.conventions import SpanView, cut, role_of
 
 _MAX_FUNCTIONS: Final = 256  # distinct root span names counted as functions (metrics cardinality)
 
@@ -53,17 +53,12 @@ class OpenInferenceProcessor(SpanProcessor):
         ctx = span.context
         if ctx is None or not self._assembler.tracks(ctx.trace_id):
             return
-        try:
-            with self._lock:
-                self._assembler.started(ctx.trace_id, ctx.span_id)
-        except Exception as exc:
-            safety.internal_error("following an OpenInference trace", exc)
+        with safety.handle_internal_errors("following an OpenInference trace"), self._lock:
+            self._assembler.started(ctx.trace_id, ctx.span_id)
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
+        with safety.handle_internal_errors("assembling an OpenInference trace"):
             self._on_end(span)
-        except Exception as exc:
-            safety.internal_error("assembling an OpenInference trace", exc)
 
     def _on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
@@ -162,10 +157,8 @@ class OpenInferenceProcessor(SpanProcessor):
             with self._lock:
                 resolved = self._assembler.due(time.monotonic())
                 idle = not self._assembler.pending()
-            try:
+            with safety.handle_internal_errors("scoring an OpenInference trace"):
                 self._submit(resolved)
-            except Exception as exc:
-                safety.internal_error("scoring an OpenInference trace", exc)
             if idle:
                 return
 

@@ -1,4 +1,5 @@
-"""The scorer behind the receivers: admission, idempotence, trace assembly, scoring and honest answers.
+"""The receiver behind the transports (OTLP gRPC and HTTP, Kafka): admission, idempotence, trace assembly,
+scoring and honest answers.
 
 One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
@@ -33,13 +34,13 @@ from faithtrace._telemetry import spans
 from faithtrace._telemetry.records import Job
 from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.scorer import Scorer as ScoringScorer
+from faithtrace.scoring.scorer import Scorer
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import scan
 from faithtrace.sources.assemble import INCOMPLETE_NO_ROOT, Assembler, Resolved
-from faithtrace.sources.spans import (
+from faithtrace.sources.conventions import (
     FAITHTRACE_REMOTE,
     OWN,
     RETRIEVER,
@@ -51,13 +52,13 @@ from faithtrace.sources.spans import (
 )
 
 # The bounds and refusals live in limits.py; the receivers (HTTP, gRPC, Kafka) import them from here too.
-__all__ = ["Counters", "Limits", "Saturated", "Scorer", "Unavailable"]
+__all__ = ["Counters", "Limits", "Receiver", "Saturated", "Unavailable"]
 
 _TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
 ResourceKey = tuple[tuple[str, Any], ...]
 
 
-class Scorer:
+class Receiver:
     def __init__(
         self,
         settings: Settings,
@@ -71,7 +72,7 @@ class Scorer:
         self.conventions = (FAITHTRACE_REMOTE, *conventions)
         self.watched = watched_keys(self.conventions)
         self._markers = [key.encode() for key in self.watched]
-        self.scoring = ScoringScorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
+        self.scoring = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self.counters = Counters()
         self.assembler = Assembler(
             settle_s=limits.settle_s,
