@@ -128,7 +128,12 @@ class Receiver:
 
     # --- one request ---------------------------------------------------------------------------------------
     async def export_raw(
-        self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest], *, whole: bool = False
+        self,
+        body: bytes,
+        parse: Callable[[bytes], ExportTraceServiceRequest],
+        *,
+        whole: bool = False,
+        admitted: Callable[[], None] | None = None,
     ) -> None:
         """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
         no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
@@ -142,19 +147,31 @@ class Receiver:
             self.counters.spans += sum(
                 len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
             )
+            if admitted is not None:
+                admitted()
             return
-        await self.export(request, whole=whole)
+        await self.export(request, whole=whole, admitted=admitted)
 
-    async def export(self, request: ExportTraceServiceRequest, *, whole: bool = False) -> None:
+    async def export(
+        self,
+        request: ExportTraceServiceRequest,
+        *,
+        whole: bool = False,
+        admitted: Callable[[], None] | None = None,
+    ) -> None:
         """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
         Unavailable. ``whole``: wait for every trace it touched in full, however long its root takes (a
-        Kafka message is committed only then: its spans are not kept anywhere else)."""
+        Kafka message is committed only then: its spans are not kept anywhere else). ``admitted`` is called
+        once the request's spans are in the assembler: a Kafka partition feeds its next message only then,
+        so that a trace's parts are assembled in the order they were written."""
         if self.closing:
             raise Unavailable("shutting down")
         self.counters.requests += 1
         found = scan(request, self.watched, self.conventions)
         self.counters.spans += found.spans
         if not found.views and not found.roots:
+            if admitted is not None:
+                admitted()
             return
         loop = asyncio.get_running_loop()
         own: list[tuple[ResourceKey, RagItem]] = []
@@ -201,6 +218,8 @@ class Receiver:
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
+            if admitted is not None:
+                admitted()
             if partial and whole:
                 waits += partial
             elif partial:
