@@ -288,6 +288,9 @@ def test_score_and_eval_print_the_flagged_spans(
     assert record["detector"]["model"] == "tiny-detector"
     assert record["detector"]["spans"]
     assert record["claims"][0]["detector_spans"][0]["p"] >= 0.0
+    spans = len(record["detector"]["spans"])
+    summary = capsys.readouterr().out
+    assert f"1 evaluations read, {spans} spans flagged, 0 claims where it and the verdict differ" in summary
 
 
 # --- the benchmarks run on the tiny model ---------------------------------------------------------------
