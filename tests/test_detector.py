@@ -28,6 +28,7 @@ from faithtrace.cli import main
 from faithtrace.judge.detector import model as detector_model
 from faithtrace.judge.detector import windows
 from faithtrace.testing import FaithtraceCapture
+from test_detector_spans import judged_yes_beside
 from test_scoring_honesty import oracle
 
 TINY = Path(__file__).resolve().parent / "data" / "tiny-detector"
@@ -185,14 +186,7 @@ def test_the_detector_decides_without_any_llm_call() -> None:
 
 
 def test_next_to_a_judge_the_detector_is_recorded_and_never_applied(fake_judge: FakeJudge) -> None:
-    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}]}))
-    res = faithtrace.evaluate(
-        None,
-        ["The office opens at nine on weekdays."],
-        "The office opens at 9 on weekdays.",
-        judge=fake_judge.settings(),
-        options=_options(prove_support=False, **ALL_FLAGGED),
-    )
+    res = judged_yes_beside(fake_judge, _options(**ALL_FLAGGED))
     (claim,) = res.claims
     assert (claim.verdict, claim.decided_by) == ("yes", "judge")  # the judge's verdict stands
     assert claim.detector_verdict == "idk"
@@ -294,6 +288,9 @@ def test_score_and_eval_print_the_flagged_spans(
     assert record["detector"]["model"] == "tiny-detector"
     assert record["detector"]["spans"]
     assert record["claims"][0]["detector_spans"][0]["p"] >= 0.0
+    spans = len(record["detector"]["spans"])
+    summary = capsys.readouterr().out
+    assert f"1 evaluations read, {spans} spans flagged, 0 claims where it and the verdict differ" in summary
 
 
 # --- the benchmarks run on the tiny model ---------------------------------------------------------------

@@ -342,23 +342,10 @@ async def _steps(
     verdicts, outcome, detector, left = await _verdicts(run, documents, question, text, claims)
     unjudged += left
 
-    # 4. the score, in code.
+    # 4 and 5: the score, in code; the label; the reason.
     counts = scoring.count(verdicts)
-    value: float | None
-    faithful: float | None
-    if outcome is Outcome.NO_CONTEXT:
-        value, faithful = 0.0, 0.0  # nothing to be faithful to: never a perfect score, whatever the policy
-    else:
-        value, faithful = scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
-
-    # 5. the label: the score against the threshold, and no contradicted claim (fail_on_contradiction).
-    passed = scoring.passed(value, options.threshold)
-    failing = reasons.contradiction_failure(verdicts) if options.fail_on_contradiction else None
-    reason = await _reason(run, counts, value, verdicts, outcome)
-    if passed and failing is not None:
-        # The ratio alone would pass it: say first what fails it.
-        passed = False
-        reason = None if reason is None else f"{failing} {reason}"
+    value, faithful = _score(options, counts, outcome)
+    passed, reason = await _label_and_reason(run, counts, value, verdicts, outcome)
     return run.result(
         outcome,
         score=value,
@@ -428,6 +415,31 @@ async def _verdicts(
         if options.detector_model:
             detector, verdicts = await detection.beside_judge(options, question, documents, text, verdicts)
     return verdicts, outcome, detector, unjudged
+
+
+def _score(
+    options: ScoringOptions, counts: VerdictCounts, outcome: Outcome
+) -> tuple[float | None, float | None]:
+    """Step 4: the score and the faithfulness ratio, in code."""
+    if outcome is Outcome.NO_CONTEXT:
+        return 0.0, 0.0  # nothing to be faithful to: never a perfect score, whatever the policy
+    return scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
+
+
+async def _label_and_reason(
+    run: _Run, counts: VerdictCounts, value: float | None, verdicts: list[ClaimVerdict], outcome: Outcome
+) -> tuple[bool | None, str | None]:
+    """Step 5: the label (the score against the threshold, and no contradicted claim with
+    ``fail_on_contradiction``) and the reason."""
+    options = run.options
+    passed = scoring.passed(value, options.threshold)
+    failing = reasons.contradiction_failure(verdicts) if options.fail_on_contradiction else None
+    reason = await _reason(run, counts, value, verdicts, outcome)
+    if passed and failing is not None:
+        # The ratio alone would pass it: say first what fails it.
+        passed = False
+        reason = None if reason is None else f"{failing} {reason}"
+    return passed, reason
 
 
 def _maybe(options: ScoringOptions, text: str) -> str | None:
