@@ -267,7 +267,8 @@ class Fleet:
         )
         return env
 
-    def add_scorer(self, concurrency: int = 16) -> tuple[Proc, int, int]:
+    def add_scorer(self, concurrency: int = 16, extra: tuple[str, ...] = ()) -> tuple[Proc, int, int]:
+        """One more `faithtrace serve` replica; ``extra``: more of its flags (``--max-pending 2``...)."""
         grpc_port, http_port = free_port(), free_port()
         index = len(self.scorers)
         argv = [
@@ -281,6 +282,7 @@ class Fleet:
             str(http_port),
             "--concurrency",
             str(concurrency),
+            *extra,
         ]
         proc = Proc(f"scorer-{index}", argv, self.workdir / f"scorer-{index}.log", env=self.scorer_env())
         self.procs.append(proc.start())
