@@ -27,6 +27,7 @@ read the ratios, and the load average printed with the results.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -44,6 +45,7 @@ import _common  # noqa: E402
 
 from _fleet_fixtures import (  # noqa: E402
     EVALUATION_SPAN,
+    GROUPBYTRACE_OVERLAY,
     Fleet,
     app_calls,
     app_traces,
@@ -343,11 +345,13 @@ def openinference(otelcol: str, traces: int, judge_latency: float) -> list[dict[
         ("non-RAG flood x10", 16, (), {"non_rag": 10}),
     ]
     rows = []
-    for label, concurrency, extra, app_args in scenarios:
+    configs = [("fleet.yaml", []), ("+ groupbytrace", [GROUPBYTRACE_OVERLAY])]
+    for (label, concurrency, extra, app_args), (config, overlays) in itertools.product(scenarios, configs):
         with (
             tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
             fleet(Path(tmp), otelcol, judge_latency) as group,
         ):
+            group.overlays.extend(overlays)
             _start(group, 2, concurrency, extra=extra)
             started = time.monotonic()
             apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
@@ -362,6 +366,7 @@ def openinference(otelcol: str, traces: int, judge_latency: float) -> list[dict[
             rows.append(
                 {
                     "scenario": label,
+                    "config": config,
                     **run.summary(),
                     "seconds": round(time.monotonic() - started, 1),
                     "incomplete": sum(s["incomplete"] for s in stats),
@@ -512,6 +517,7 @@ def main() -> None:
         )
         keys = [
             "scenario",
+            "config",
             "rag_traces",
             "lost",
             "wrong",

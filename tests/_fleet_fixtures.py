@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTOR = REPO / "collector"
 BUILD_SCRIPT = COLLECTOR / "build.sh"
 FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet.yaml"
+GROUPBYTRACE_OVERLAY = COLLECTOR / "otelcol" / "fleet-groupbytrace.yaml"
 K8S_KIT = COLLECTOR / "deploy" / "k8s"
 EVALUATION_SPAN = names.EVALUATION_SPAN
 LB_EXPORTER = "load_balancing/scorers"
@@ -246,6 +247,8 @@ class Fleet:
     collector: Proc | None = None
     scorers: list[tuple[Proc, int, int]] = field(default_factory=list)
     judge_url: str = ""
+    # Config files merged over the loopback fleet.yaml by the Collector itself (--config, in order).
+    overlays: list[Path] = field(default_factory=list)
 
     def judge_requests(self) -> int:
         with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
@@ -312,7 +315,7 @@ class Fleet:
     def start_collector(self) -> Proc:
         if self.collector is None:
             config = self.write_collector_config()
-            argv = [self.otelcol, f"--config={config}"]
+            argv = [self.otelcol, f"--config={config}", *(f"--config={o}" for o in self.overlays)]
             self.collector = Proc("otelcol", argv, self.workdir / "otelcol.log")
             self.procs.append(self.collector)
         self.collector.start()

@@ -5,10 +5,14 @@ Collector config is validated by the real Collector in test_otelcol_configs.py."
 from __future__ import annotations
 
 import copy
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -327,9 +331,39 @@ def test_the_images_install_step_gives_a_working_serve(tmp_path: Path) -> None:
     command = install.split("&&")[0].strip().replace("pip install", f"{venv}/bin/pip install -q", 1)
     done = subprocess.run(command, shell=True, cwd=work, capture_output=True, text=True, timeout=840)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    done = subprocess.run([f"{venv}/bin/faithtrace", "serve", "--help"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "--grpc-port" in done.stdout
+    # The image's command, on free ports: it starts and reports ready (the judge is never called).
+    ready = tmp_path / "ready.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
+    env.update(
+        FAITHTRACE_JUDGE_MODEL="openai/not-called",
+        FAITHTRACE_JUDGE_API_BASE="http://127.0.0.1:9/v1",
+        FAITHTRACE_JUDGE_API_KEY="x",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    argv = [
+        f"{venv}/bin/faithtrace",
+        "serve",
+        "--grpc-port",
+        "0",
+        "--http-port",
+        "0",
+        "--ready-file",
+        str(ready),
+    ]
+    serve = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and serve.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ready.exists(), (
+            serve.stdout.read() if serve.stdout and serve.poll() is not None else "no start"
+        )
+        port = json.loads(ready.read_text())["http_port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
     freeze = subprocess.run([f"{venv}/bin/pip", "freeze"], capture_output=True, text=True, check=True).stdout
     for pin in (REPO / "constraints.txt").read_text().splitlines():
         name, sep, version = pin.partition("==")

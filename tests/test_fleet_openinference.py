@@ -77,10 +77,11 @@ def _assert_exact(run: OiRun, stats: list[dict[str, Any]], group: Fleet, count: 
     assert sum(s["incomplete"] for s in stats) == 0, stats
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["fleet.yaml", "with groupbytrace"])
 def test_llamaindex_and_langchain_traces_are_scored_once_against_their_root(
-    tmp_path: Path, otelcol: str, serve_ready: None
+    tmp_path: Path, otelcol: str, serve_ready: None, grouped: bool
 ) -> None:
-    with _fleet(tmp_path, otelcol, 0.05) as group:
+    with _fleet(tmp_path, otelcol, 0.05, grouped=grouped) as group:
         apps = [("llama", 8, {"non_rag": 2}), ("langchain", 8, {"non_rag": 2})]
         run, stats = _run(group, apps)
         _assert_exact(run, stats, group, 16)

@@ -16,6 +16,7 @@ import yaml
 from _fleet_fixtures import (
     COLLECTOR,
     FLEET_CONFIG,
+    GROUPBYTRACE_OVERLAY,
     K8S_KIT,
     LB_EXPORTER,
     FleetPorts,
@@ -61,13 +62,13 @@ def test_validate_rejects_what_the_collector_would_reject(otelcol: str, tmp_path
     assert "routing_key" in done.stdout + done.stderr
 
     config = _fleet()
-    config["processors"]["groupbytrace"] = {}
-    config["service"]["pipelines"]["traces/apps"]["processors"].append("groupbytrace")
+    config["processors"]["nosuchprocessor"] = {}
+    config["service"]["pipelines"]["traces/apps"]["processors"].append("nosuchprocessor")
     bad = tmp_path / "unknown-component.yaml"
     bad.write_text(yaml.safe_dump(config))
     done = validate(otelcol, bad)
     assert done.returncode != 0
-    assert "groupbytrace" in done.stdout + done.stderr
+    assert "nosuchprocessor" in done.stdout + done.stderr
 
 
 def test_the_binary_has_every_component_the_issue_names(otelcol: str) -> None:
@@ -78,9 +79,15 @@ def test_the_binary_has_every_component_the_issue_names(otelcol: str) -> None:
     names["extensions"] = {c["name"] for c in listed.get("extensions") or []}
     assert "otlp" in names["receivers"]
     assert {"load_balancing", "otlp_grpc", "otlp_http", "debug", "file", "prometheus"} <= names["exporters"]
-    assert {"memory_limiter", "batch", "tail_sampling", "transform", "attributes", "redaction"} <= names[
-        "processors"
-    ]
+    assert {
+        "memory_limiter",
+        "batch",
+        "tail_sampling",
+        "transform",
+        "attributes",
+        "redaction",
+        "groupbytrace",
+    } <= names["processors"]
     assert {"file_storage", "health_check"} <= names["extensions"]
 
 
@@ -177,3 +184,27 @@ def _seconds(duration: str) -> float:
 
 def _port(protocol: dict[str, Any]) -> int:
     return int(str(protocol["endpoint"]).rsplit(":", 1)[1])
+
+
+# --- the groupbytrace overlay ----------------------------------------------------------------------------
+def test_the_groupbytrace_overlay_validates_over_the_fleet_config(otelcol: str, tmp_path: Path) -> None:
+    local = tmp_path / "fleet-local.yaml"
+    local.write_text(yaml.safe_dump(local_fleet_config(FleetPorts(), ["127.0.0.1:14317"], tmp_path)))
+    for base in (FLEET_CONFIG, K8S_KIT / "otelcol-fleet.yaml", local):
+        done = subprocess.run(
+            [otelcol, "validate", f"--config={base}", f"--config={GROUPBYTRACE_OVERLAY}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_overlay_groups_traces_before_the_load_balancer_and_never_cuts_them() -> None:
+    overlay = yaml.safe_load(GROUPBYTRACE_OVERLAY.read_text())
+    assert overlay["service"]["pipelines"]["traces/apps"]["processors"] == ["memory_limiter", "groupbytrace"]
+    assert _seconds(overlay["processors"]["groupbytrace"]["wait_duration"]) <= 5
+    # A part of the load balancer's queue holds a whole OpenInference trace (tens of spans).
+    assert overlay["exporters"][LB_EXPORTER]["sending_queue"]["batch"]["max_size"] >= 500
+    # Everything else is fleet.yaml's: the overlay touches only these keys.
+    assert set(overlay) == {"processors", "exporters", "service"}

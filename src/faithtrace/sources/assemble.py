@@ -301,14 +301,18 @@ class Assembler:
             return out
         horizon = now - self.settle_s
         patience = now - self.max_open_s
-        for trace_id, trace in list(self._rag.items()):
+        settled_ids: list[int] = []  # the front only: the pool is ordered by last span
+        for trace_id, trace in self._rag.items():
             if trace.last_seen > horizon:
                 break
-            if not trace.root_id:
+            if not trace.root_id or trace.last_seen <= patience:  # no root; or an open span never ended
+                settled_ids.append(trace_id)
+        for trace_id in settled_ids:
+            if self._rag[trace_id].root_id:
+                out.append(self._resolve(trace_id))
+            else:
                 self._end(trace_id)
                 out.append(Resolved(trace_id, None, INCOMPLETE_NO_ROOT))
-            elif trace.last_seen <= patience:  # root seen; an open span never ended
-                out.append(self._resolve(trace_id))
         while self._rooted and next(iter(self._rooted.values())).last_seen <= now - self.grace_s:
             self._drop(next(iter(self._rooted)))
         while self._other and next(iter(self._other.values())).last_seen <= horizon:
