@@ -369,3 +369,22 @@ def test_the_images_install_step_gives_a_working_serve(tmp_path: Path) -> None:
         name, sep, version = pin.partition("==")
         if sep and name.strip().lower() in freeze.lower():
             assert f"{name.strip().lower()}=={version.strip()}" in freeze.lower(), pin
+
+
+def test_the_persistent_queues_fit_the_collectors_volume() -> None:
+    """Both queues on the file_storage volume are bounded in bytes, and twice their sum (bbolt's compaction
+    writes a compacted copy beside each file) plus 1 GiB of overhead fits the volume each pod claims."""
+    config = yaml.safe_load(_one("ConfigMap", "otelcol-fleet")["data"]["config.yaml"])
+    queues = [
+        e["sending_queue"]
+        for e in config["exporters"].values()
+        if isinstance(e, dict) and e.get("sending_queue", {}).get("storage")
+    ]
+    assert len(queues) == 2
+    assert all(q["sizer"] == "bytes" for q in queues)
+    total = sum(int(q["queue_size"]) for q in queues)
+    (claim,) = _one("StatefulSet", "otel-collector")["spec"]["volumeClaimTemplates"]
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    units = {"Gi": 2**30, "Mi": 2**20, "Ti": 2**40}
+    volume = int(size[:-2]) * units[size[-2:]]
+    assert 2 * total + 2**30 <= volume, (total, size)
