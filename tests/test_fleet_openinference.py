@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
 """OpenInference apps through the real Collector and real `faithtrace serve` replicas: a LlamaIndex query
 engine and a LangChain retrieval chain (scripted LLMs, mock embeddings, traced by their OpenInference
 instrumentations and nothing else) -> collector/otelcol/fleet.yaml -> 2 replicas -> a `file` trace sink.
@@ -19,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from _fleet_fixtures import Fleet, fleet, otelcol_binary, serve_available, wait_app_done
+from _fleet_fixtures import (  # noqa: F401 - otelcol and serve_ready are fixtures
+    GROUPBYTRACE_OVERLAY,
+    Fleet,
+    fleet,
+    otelcol,
+    serve_ready,
+    wait_app_done,
+)
 from _oi_fleet import OiRun, collect_oi, oi_expected, start_oi_app
 
 pytest.importorskip("llama_index.core")
@@ -28,23 +36,13 @@ pytest.importorskip("openinference.instrumentation.langchain")
 pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
 
 
-@pytest.fixture(scope="module")
-def otelcol() -> str:
-    return otelcol_binary()
-
-
-@pytest.fixture(scope="module")
-def serve_ready() -> None:
-    reason = serve_available()
-    if reason is not None:
-        pytest.skip(reason)
-
-
 @contextmanager
 def _fleet(
-    tmp_path: Path, otelcol: str, judge_s: float, *extra: str, concurrency: int = 8
+    tmp_path: Path, otelcol: str, judge_s: float, *extra: str, concurrency: int = 8, grouped: bool = False
 ) -> Iterator[Fleet]:
     with fleet(tmp_path, otelcol, judge_latency_s=judge_s) as group:
+        if grouped:
+            group.overlays.append(GROUPBYTRACE_OVERLAY)
         for _ in range(2):
             group.add_scorer(concurrency=concurrency, extra=extra)
         group.wait_scorers_ready()
