@@ -333,7 +333,9 @@ def held_memory(otelcol: str, traces: int) -> dict[str, Any]:
         }
 
 
-def openinference(otelcol: str, traces: int, judge_latency: float) -> list[dict[str, Any]]:
+def openinference(
+    otelcol: str, traces: int, judge_latency: float, which: set[str], configs_wanted: set[str]
+) -> list[dict[str, Any]]:
     """LlamaIndex and LangChain apps (OpenInference, no faithtrace) -> Collector -> 2 replicas: every RAG
     trace scored once, against its root span and its own answer, in four scenarios."""
     from _oi_fleet import collect_oi, oi_expected, start_oi_app
@@ -346,6 +348,10 @@ def openinference(otelcol: str, traces: int, judge_latency: float) -> list[dict[
     ]
     rows = []
     configs = [("fleet.yaml", []), ("+ groupbytrace", [GROUPBYTRACE_OVERLAY])]
+    configs = [c for c, key in zip(configs, ("plain", "grouped"), strict=True) if key in configs_wanted]
+    scenarios = [
+        s for s, key in zip(scenarios, ("normal", "late", "saturated", "flood"), strict=True) if key in which
+    ]
     for (label, concurrency, extra, app_args), (config, overlays) in itertools.product(scenarios, configs):
         with (
             tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
@@ -456,6 +462,12 @@ def main() -> None:
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet[-quick].json)")
     parser.add_argument("--oi-traces", type=int, default=500, help="RAG traces per OpenInference scenario")
     parser.add_argument(
+        "--oi-scenarios", default="normal,late,saturated,flood", help="OpenInference scenarios to run"
+    )
+    parser.add_argument(
+        "--oi-configs", default="plain,grouped", help="fleet.yaml alone (plain), with the overlay (grouped)"
+    )
+    parser.add_argument(
         "--phases",
         default="scaling,cost,latency,kill,memory,openinference",
         help="which tables (default: all six)",
@@ -509,7 +521,13 @@ def main() -> None:
         ]
         print(_common.table(keys, [[mem[k] for k in keys]]))
     if "openinference" in phases:
-        oi = openinference(otelcol, args.oi_traces, args.latency_judge)
+        oi = openinference(
+            otelcol,
+            args.oi_traces,
+            args.latency_judge,
+            set(args.oi_scenarios.split(",")),
+            set(args.oi_configs.split(",")),
+        )
         results["openinference"] = oi
         print(
             f"\nOpenInference apps (LlamaIndex + LangChain, {args.oi_traces} RAG traces per scenario), "
