@@ -84,6 +84,8 @@ class Faithtrace:
         self.judge_base = judge_base
         self.latency_s = latency_s
         self._concurrency = 1
+        # A detector model directory: the trained detector decides every verdict (no judge call).
+        self.detector: str | None = None
         self.errors: list[str] = []  # faithtrace API calls that raised (they should not)
 
     def __enter__(self) -> Faithtrace:
@@ -101,8 +103,11 @@ class Faithtrace:
         self, *, concurrency: int, queue_size: int, rate: float, scoring: str | None = None
     ) -> None:
         self._concurrency = concurrency
+        options: faithtrace.ScoringOptions | str | None = scoring
+        if self.detector and scoring is None:
+            options = faithtrace.ScoringOptions(verdict_source="detector", detector_model=self.detector)
         faithtrace.configure(
-            scoring=scoring,
+            scoring=options,
             judge=faithtrace.JudgeSettings(
                 model="openai/bench-fake",
                 api_base=self.judge_base,

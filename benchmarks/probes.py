@@ -8,6 +8,8 @@ each claim's verdict, who decided it and P(yes)) go to ``results/probes_rows.jso
 
     python benchmarks/probes.py                      # default options, embedded judge
     python benchmarks/probes.py --split tune         # only the tuning two thirds
+    python benchmarks/probes.py --detector-model DIR --out results/probes_detector_rows.jsonl
+                                                     # the trained detector decides (no LLM)
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         probes = [p for p in probes if p["split"] == args.split]
     judge = JudgeSettings(model=args.judge_model, api_base=args.api_base, api_key=args.api_key)
     overrides = json.loads(args.options) if args.options else {}
+    if args.detector_model:
+        overrides.update(verdict_source="detector", detector_model=args.detector_model)
     options = ScoringOptions(**overrides)
     rows = []
     for probe in probes:
@@ -67,9 +71,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "false": c.text in probe["false_sentences"],
                     "verdict": c.verdict,
                     "decided_by": c.decided_by,
+                    "status": c.status,
                     "judge_verdict": c.judge_verdict,
                     "check_verdict": c.check_verdict,
                     "p_supported": c.p_supported,
+                    "detector_spans": [(s.text, s.p) for s in c.detector_spans],
                 }
                 for c in res.claims
             ],
@@ -94,6 +100,10 @@ def rethreshold(
 
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
     run already applied its own, lower threshold), then ``policy`` lowers a "yes" as ``verdict_checks`` does.
+    A claim that is not "yes" fails the answer (``fail_on_contradiction``) when the judge wrote "no" or the
+    checks found a mechanical contradiction. Rows written before issue 25 recorded ``judge_verdict`` after the
+    confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers than a
+    run would.
     """
     from faithtrace.scoring import contradictions, grounding, verdict_checks
 
@@ -105,16 +115,23 @@ def rethreshold(
             [c["text"] for c in row["claims"]], probe["contexts"], probe["question"]
         )
         yes = 0
+        contradicted = False
         for c, g in zip(row["claims"], found, strict=True):
             if c["decided_by"] == "proof":
                 yes += 1
             elif c["p_supported"] is None:
                 yes += c["verdict"] == "yes"
+                contradicted = contradicted or c["verdict"] == "no"
             else:
-                found = contradictions.find(c["text"], g.near)
-                yes += c["p_supported"] >= t and not verdict_checks.lowers(policy, g, found)
+                contra = contradictions.find(c["text"], g.near)
+                lowered = verdict_checks.lowers(policy, g, contra)
+                supported = c["p_supported"] >= t and not lowered
+                yes += supported
+                said_no = not supported and c.get("judge_verdict") == "no"
+                contradicted = contradicted or (lowered and contra is not None) or said_no
         score = yes / len(row["claims"]) if row["claims"] else None
-        new = {**row, "score": score, "passed": None if score is None else score >= threshold}
+        passed = None if score is None else score >= threshold and not contradicted
+        new = {**row, "score": score, "passed": passed}
         new["caught"] = caught(new)
         out.append(new)
     return out
@@ -137,6 +154,16 @@ def table(rows: list[dict[str, Any]]) -> str:
         by_kind[r["kind"]].append(r)
     for kind, sel in by_kind.items():
         lines.append(f"| {kind} ({sel[0]['label']}) | {len(sel)} | {sum(r['caught'] for r in sel)} |")
+    # What each claim was recorded as (rows written since issue 25): a false claim the judge was unsure of is
+    # "not_confirmed", never "contradicted"; either way it counts against the score.
+    claims = [(r["label"], c) for r in rows for c in r["claims"]]
+    if claims and all("status" in c for _, c in claims):
+        for what, sel in (
+            ("false claims", [c for _, c in claims if c["false"]]),
+            ("claims of faithful probes", [c for label, c in claims if label == "faithful"]),
+        ):
+            count = Counter(c["status"] for c in sel)
+            lines += ["", f"{what}: " + ", ".join(f"{k} {count[k]}" for k in sorted(count))]
     tokens = [r["input_tokens"] + r["output_tokens"] for r in rows]
     seconds = [r["seconds"] for r in rows]
     lines += [
@@ -159,6 +186,7 @@ def main() -> None:
     parser.add_argument(
         "--options", default=None, help='ScoringOptions overrides as JSON, e.g. {"min_p_supported": 0.6}'
     )
+    parser.add_argument("--detector-model", help="a detector model directory: it decides every verdict")
     parser.add_argument("--out", type=Path, default=HERE / "results/probes_rows.jsonl")
     parser.add_argument("--table-only", action="store_true", help="print the table of an earlier --out file")
     parser.add_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,29 +200,49 @@ every figure) are in `benchmarks/README.md`; `make bench` runs the quick version
 """
 
 
-def _load(name: str) -> dict[str, Any] | None:
-    for stem in (name, f"{name}-quick"):
-        path = HERE / "results" / f"{stem}.json"
-        if path.exists():
-            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return doc
-    return None
+RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "accuracy": accuracy,
+    "overhead": overhead,
+    "throughput": throughput,
+    "eval_cpu": eval_cpu,
+    "fleet": fleet,
+}
+
+
+def _other(doc: dict[str, Any], path: Path) -> str:
+    """A result this script has no table for yet: where it is, so that it is never silently left out."""
+    title = doc.get("benchmark", path.stem)
+    return f"## {title}\n\n{_head(doc)}\nFigures: `benchmarks/results/{path.name}`.\n"
+
+
+def _results() -> list[tuple[Path, dict[str, Any]]]:
+    """Every result file, the benchmarks in RENDERERS' order; a full run hides its --quick one."""
+    found = []
+    for path in sorted((HERE / "results").glob("*.json")):
+        full = path.with_name(path.name.replace("-quick.json", ".json"))
+        if path.name.endswith("-quick.json") and full.exists():
+            continue
+        found.append((path, json.loads(path.read_text(encoding="utf-8"))))
+    order = list(RENDERERS)
+
+    def rank(item: tuple[Path, dict[str, Any]]) -> tuple[int, str]:
+        kind = item[1].get("benchmark", "")
+        return (order.index(kind) if kind in order else len(order), item[0].name)
+
+    return sorted(found, key=rank)
 
 
 def page() -> str:
     """The whole page, from the result files as they are now."""
     parts = [INTRO]
-    renderers = (
-        ("accuracy", accuracy),
-        ("overhead", overhead),
-        ("throughput", throughput),
-        ("eval-cpu", eval_cpu),
-        ("fleet", fleet),
-    )
-    for name, render in renderers:
-        doc = _load(name)
-        script = name.replace("-", "_")
-        parts.append(render(doc) if doc else f"## {name}\n\nnot run yet (`python benchmarks/{script}.py`)\n")
+    results = _results()
+    for path, doc in results:
+        render = RENDERERS.get(doc.get("benchmark", ""))
+        parts.append(render(doc) if render else _other(doc, path))
+    seen = {doc.get("benchmark") for _, doc in results}
+    for kind in RENDERERS:
+        if kind not in seen:
+            parts.append(f"## {kind}\n\nnot run yet (`python benchmarks/{kind}.py`)\n")
     rows_file = HERE / "results" / "probes_rows.jsonl"
     if rows_file.exists():
         lines = rows_file.read_text(encoding="utf-8").splitlines()

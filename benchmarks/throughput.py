@@ -11,13 +11,20 @@ the judge takes no CPU or GIL from this process. Three phases:
 
 Bounded loops and loopback only; the judge process stops with this one.
 
+``--detector-model DIR``: the trained detector decides every verdict instead (no judge call; inference on the
+worker's threads, in this process), against the first RAGTruth dev row's passages (~600 words), so that each
+evaluation reads at least one full window. This is the measurement that says whether the detector must run
+in a process of its own.
+
     python benchmarks/throughput.py --quick
+    python benchmarks/throughput.py --quick --detector-model DIR --concurrency 1,2
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import sys
 import time
 from array import array
@@ -29,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common
 import _throughput_setup as setup
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
 
 
 def _host_work(question: str, contexts: list[str]) -> str:
@@ -284,10 +293,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="rounds of bare / OTel span / faithtrace windows after the overload (default 12, quick 3)",
     )
+    parser.add_argument("--detector-model", help="score with this detector model directory instead")
+    parser.add_argument(
+        "--data", default=str(DEFAULT_DATA), help="with --detector-model: the row whose passages are used"
+    )
     parser.add_argument(
         "--out", help="JSON output (default results/throughput.json, --quick: results/throughput-quick.json)"
     )
     args = parser.parse_args(argv)
+    if args.detector_model:
+        row = json.loads(Path(args.data).read_text(encoding="utf-8").splitlines()[0])
+        setup.CONTEXTS = row["contexts"]
     q = args.quick
     concurrencies = [int(x) for x in (args.concurrency or ("1,8" if q else "1,4,16,64")).split(",")]
     args.per_worker = args.per_worker or (3 if q else 6)
@@ -301,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         _common.fake_judge(args.latency, max_seconds=max_s) as base,
         setup.Faithtrace(base, args.latency) as ft,
     ):
+        ft.detector = args.detector_model
         print(f"fake judge at {base}, {args.latency * 1000:.0f} ms per request")
         print("sweep: evaluations/s against worker concurrency")
         rows = sweep(ft, concurrencies, args.per_worker, min_jobs=4)
@@ -366,12 +383,14 @@ def main(argv: list[str] | None = None) -> int:
         "throughput",
         {
             "judge_latency_s": args.latency,
+            "detector_model": args.detector_model,
             "sweep": rows,
             "overload": over,
             "versions": versions,
             "faithtrace_api_errors": ft.errors,
         },
-        args.out or _common.default_out("throughput", args.quick),
+        args.out
+        or _common.default_out("throughput-detector" if args.detector_model else "throughput", args.quick),
     )
     print(f"\nwrote {path}")
     return 0

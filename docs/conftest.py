@@ -12,14 +12,15 @@ and metrics go to in-memory readers: no network, no API key, no local model.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sybil import Sybil
-from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
+from sybil import Example, Sybil
+from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 
 # The fake judge lives with the tests; a run of `pytest docs` alone has not put that folder on sys.path.
 TESTS = Path(__file__).resolve().parent.parent / "tests"
@@ -45,8 +46,18 @@ def docs_judge() -> Iterator[FaithtraceCapture]:
             yield capture
 
 
+def check_json(example: Example) -> None:
+    """A JSON block must parse; a list of span conventions must be one `faithtrace serve --mapping` takes."""
+    from faithtrace.sources.spans import Convention
+
+    value = json.loads(example.parsed)
+    if isinstance(value, list) and all(isinstance(item, dict) and "marker" in item for item in value):
+        for item in value:
+            Convention.model_validate(item)
+
+
 pytest_collect_file = Sybil(
-    parsers=[PythonCodeBlockParser(), SkipParser()],
+    parsers=[PythonCodeBlockParser(), CodeBlockParser(language="json", evaluator=check_json), SkipParser()],
     patterns=["*.md"],
     fixtures=["docs_judge"],
 ).pytest()

@@ -139,7 +139,8 @@ FAITHFUL_CLAIMS = [
     "It is about 330 metres tall.",
     "It was completed for the 1889 World's Fair.",
 ]
-# One fact changed: 3 of 4 claims supported, score 0.75 (passes the default 0.7 threshold, yet a 25% drop).
+# One fact changed: 3 of 4 claims supported, score 0.75 (above the default 0.7 threshold, yet a 25% drop;
+# labelled fail for its contradicted claim).
 DRIFTED_CLAIMS = [*FAITHFUL_CLAIMS[:2], "It is about 500 metres tall.", FAITHFUL_CLAIMS[3]]
 # Nothing supported: score 0, labelled fail.
 WRONG_CLAIMS = [

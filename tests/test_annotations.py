@@ -34,13 +34,26 @@ class Receiver:
         self.requests = 0
         self.statuses: list[int] = []
         self.delay_s = 0.0
+        # The annotation config's requests (method, path, body), answered from their own script.
+        self.configs: list[tuple[str, str, Any]] = []
+        self.config_statuses: list[int] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                self.do_POST()
+
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests += 1
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 time.sleep(receiver.delay_s)
+                if "annotation_configs" in self.path:
+                    receiver.configs.append((self.command, self.path, json.loads(body) if body else None))
+                    status = receiver.config_statuses.pop(0) if receiver.config_statuses else 200
+                    self.send_response(status)
+                    self.end_headers()
+                    self.wfile.write(b'{"data": {}}')
+                    return
+                receiver.requests += 1
                 status = receiver.statuses.pop(0) if receiver.statuses else 200
                 if status == 200:
                     receiver.bodies.append({"path": self.path, "auth": self.headers.get("Authorization")})
@@ -72,7 +85,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(autouse=True)
 def fresh_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(annotations, "counts", {"sent": 0, "failed": 0, "dropped": 0})
+    monkeypatch.setattr(annotations, "counts", {"sent": 0, "failed": 0, "dropped": 0, "config_failed": 0})
     monkeypatch.setattr(annotations, "BATCH_WAIT_S", 0.05)
 
 
@@ -176,7 +189,7 @@ def test_server_errors_are_retried_then_counted_as_failed(
     assert sink.flush(10)
     assert receiver.requests == 2
     assert len(receiver.items) == 1
-    assert annotations.counts == {"sent": 1, "failed": 0, "dropped": 0}
+    assert annotations.counts == {"sent": 1, "failed": 0, "dropped": 0, "config_failed": 0}
 
     receiver.statuses = [500] * annotations.ATTEMPTS
     sink.add({"span_id": "2"})
@@ -193,6 +206,98 @@ def test_server_errors_are_retried_then_counted_as_failed(
     assert len(warnings) == 1  # rate-limited: once a minute, not once per failure
     assert "HTTP 500" in warnings[0].getMessage()
     sink.close(1)
+
+
+def _wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_the_annotation_config_is_registered_once_in_the_apps_project(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(annotations, "CONFIG_RETRY_S", (0.05, 0.05))
+    # The config is created, then the project is not there yet (its first span is still on its way): the
+    # assignment is tried again a little later.
+    receiver.config_statuses = [200, 404, 200]
+    sink = annotations.PhoenixAnnotations(receiver.url, project=lambda: "shop bot/eu", threshold=0.8)
+    sink.add({"span_id": "1"})
+    assert sink.flush(10)
+    _wait_for(lambda: len(receiver.configs) == 3)
+    (post, path, body), *assign = receiver.configs
+    assert (post, path) == ("POST", "/v1/annotation_configs")
+    # Phoenix colours a score by its project's config of that name: favourable from the threshold up.
+    assert body == {
+        "name": "faithfulness",
+        "type": "FREEFORM",
+        "description": body["description"],
+        "optimization_direction": "MAXIMIZE",
+        "threshold": 0.8,
+        "lower_bound": 0.0,
+        "upper_bound": 1.0,
+    }
+    assert "pass or fail" in body["description"]
+    project_path = "/v1/projects/shop%20bot%2Feu/annotation_configs/faithfulness"
+    assert assign == [("PUT", project_path, None)] * 2
+    sink.add({"span_id": "2"})  # once per sink: later batches do not register again
+    assert sink.flush(10)
+    time.sleep(0.2)
+    assert len(receiver.configs) == 3
+    assert len(receiver.items) == 2
+    assert annotations.counts["config_failed"] == 0
+    sink.close(1)
+
+
+def test_an_existing_config_is_left_alone_and_a_failing_one_is_counted_not_raised(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(annotations.safety, "_last_warned", {})
+    monkeypatch.setattr(annotations, "CONFIG_RETRY_S", (0.05, 0.05))
+    receiver.config_statuses = [409, 200]  # the name is taken (the user's own config, or an earlier run's)
+    sink = annotations.PhoenixAnnotations(receiver.url)
+    sink.add({"span_id": "1"})
+    _wait_for(lambda: len(receiver.configs) == 2)
+    assert [(m, p) for m, p, _ in receiver.configs] == [
+        ("POST", "/v1/annotation_configs"),  # never a PUT over the existing config
+        ("PUT", "/v1/projects/default/annotation_configs/faithfulness"),
+    ]
+    sink.close(1)
+
+    # Phoenix keeps failing: a bounded number of tries (one more than the delays), counted, warned once,
+    # and the annotations are written all the same.
+    receiver.configs.clear()
+    receiver.config_statuses = [500] * 10
+    sink = annotations.PhoenixAnnotations(receiver.url)
+    sink.add({"span_id": "2"})
+    _wait_for(lambda: annotations.counts["config_failed"] == 1)
+    time.sleep(0.2)
+    assert len(receiver.configs) == len(annotations.CONFIG_RETRY_S) + 1
+    assert [i["span_id"] for i in receiver.items] == ["1", "2"]
+    sink.close(1)
+    # A 4xx is final: this Phoenix does not take the config (an older one without the route, say).
+    receiver.configs.clear()
+    receiver.config_statuses = [422]
+    sink = annotations.PhoenixAnnotations(receiver.url)
+    sink.add({"span_id": "3"})
+    _wait_for(lambda: annotations.counts["config_failed"] == 2)
+    time.sleep(0.2)
+    assert len(receiver.configs) == 1
+    warnings = [r.getMessage() for r in caplog.records if "annotation config" in r.getMessage()]
+    assert len(warnings) == 1  # rate-limited
+    assert "HTTP 500" in warnings[0]
+    sink.close(1)
+
+
+def test_the_project_is_the_one_phoenix_files_the_spans_under() -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    named = TracerProvider(resource=Resource.create({"openinference.project.name": "support"}))
+    assert annotations.phoenix_project(named) == "support"
+    assert annotations.phoenix_project(TracerProvider()) == "default"
+    assert annotations.phoenix_project(None) == "default"
 
 
 def test_an_unreachable_phoenix_costs_the_flush_deadline_at_most(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -292,6 +292,17 @@ def test_the_benchmarks_page_is_rendered_from_the_results(tmp_path: Path) -> Non
     """docs/benchmarks.md is report.py's rendering of results/ as they are: nothing on it is hand-copied."""
     assert report.main(["--check"]) == 0, "run: python benchmarks/report.py"
     page = report.PAGE.read_text(encoding="utf-8")
-    for name in ("overhead", "throughput", "eval-cpu", "fleet", "accuracy"):
-        doc = json.loads((BENCH / "results" / f"{name}.json").read_text(encoding="utf-8"))
-        assert f"`{doc['command']}`" in page, name
+    results = sorted((BENCH / "results").glob("*.json"))
+    assert {p.stem for p in results} >= {"overhead", "throughput", "eval-cpu", "fleet", "accuracy"}
+    for path in results:  # every result file is on the page, a renderer or not
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        assert f"`{doc['command']}`" in page, path.name
+
+
+def test_a_result_without_a_table_is_still_listed(tmp_path: Path) -> None:
+    doc = {"benchmark": "new_thing", "date": "2026-01-01", "command": "python benchmarks/new_thing.py"}
+    doc["machine"] = {"cpu": "x", "cores": 2, "loadavg_1m": 0.0, "python": "3.11"}
+    text = report._other(doc, tmp_path / "new-thing.json")
+    assert "## new_thing" in text
+    assert "`python benchmarks/new_thing.py`" in text
+    assert "benchmarks/results/new-thing.json" in text

@@ -306,3 +306,51 @@ def test_a_judge_token_budget_from_the_command_line_leaves_claims_unjudged(
     assert len(judged.requests_for("verdicts")) == 1
     with pytest.raises(SystemExit):
         main([*base, "--judge-token-budget", "-1"])
+
+
+_PLAN_DOC = (
+    "The plan costs 9 euros a month. It includes 50 GB of storage. Support answers within one day. The plan "
+    "can be cancelled at any time."
+)
+_PLAN_ANSWER = (
+    "The plan costs 9 euros per month. The plan includes 50 GB of storage. Support replies within a day. "
+    "The plan cannot be cancelled during the first year."
+)
+
+
+def _one_no(body: dict[str, Any]) -> str:
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    block = prompt.split("<claims>\n")[1].split("\n</claims>")[0]
+    claims = [line for line in block.splitlines() if line[:1].isdigit()]
+    return verdicts_json(*("no" if "cannot" in c else "yes" for c in claims))
+
+
+def test_score_and_eval_fail_an_answer_for_one_contradicted_claim(
+    fake_judge: FakeJudge, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FAITHTRACE_JUDGE_API_BASE", fake_judge.url)
+    monkeypatch.setenv("FAITHTRACE_JUDGE_API_KEY", "sk-test")
+    fake_judge.on("verdicts", _one_no)
+    args = ["--judge", "openai/fake-judge", "--no-prove-support"]
+    assert main(["score", "--context", _PLAN_DOC, "--answer", _PLAN_ANSWER, *args]) == 0
+    out = capsys.readouterr().out
+    assert "no (contradicted)" in out
+    assert "yes (supported)" in out
+    assert "score: 0.750" in out
+    assert "passed: False" in out
+    assert (
+        'reason: The answer fails because the retrieved context contradicts this claim: "The plan cannot'
+        in out
+    )
+
+    assert main(["score", "--context", _PLAN_DOC, "--answer", _PLAN_ANSWER, "--json", *args]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["score"], result["passed"]) == (0.75, False)
+    assert [c["status"] for c in result["claims"]] == ["supported"] * 3 + ["contradicted"]
+
+    data = tmp_path / "plan.jsonl"
+    data.write_text(
+        json.dumps({"id": "p", "question": None, "contexts": [_PLAN_DOC], "answer": _PLAN_ANSWER}) + "\n"
+    )
+    assert main(["eval", str(data), "--out", str(tmp_path / "out.jsonl"), *args]) == 0
+    assert "pass 0, fail 1 (1 for a contradicted claim alone)" in capsys.readouterr().out

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import faithtrace
@@ -52,3 +53,12 @@ def test_every_readme_link_into_the_repository_resolves() -> None:
     assert links
     missing = [t for t in links if not (ROOT / t).exists()]
     assert not missing, missing
+
+
+def test_getting_started_names_every_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    paragraph = page[page.index("Extras: ") :].split("\n\n")[0]
+    named = set(re.findall(r"`([a-z]+)`", paragraph))
+    missing = set(project["optional-dependencies"]) - named
+    assert not missing, f"getting-started.md's Extras paragraph does not name {missing}"

@@ -212,7 +212,10 @@ def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudg
         assert row["evaluation"]["answer"] == row["http_answer"]
         assert row["question"] in stdout
     assert "✓ supported" in stdout
-    assert "? not in context" in stdout
+    assert "? not in the documents" in stdout
+    embellished = rows[2]["evaluation"]["claims"][-1]
+    assert embellished["text"].startswith("Express next-day delivery")
+    assert (embellished["verdict"], embellished["status"]) == ("idk", "not_in_documents")
     assert "flagged 2/2 made-up answers and 0/1 faithful ones" in stdout
 
 
@@ -220,8 +223,8 @@ def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudg
 @pytest.mark.timeout(1600)
 def test_make_demo_scores_answers_with_the_local_judge(local_judge: LocalEndpoint, tmp_path: Path) -> None:
     """`make demo` on two questions, with no judge configured: the embedded local judge does the scoring."""
-    stdout, rows = _run_demo(tmp_path, _demo_env(), questions=2, timeout=500)
-    assert [r["hallucinate"] for r in rows] == ["none", "contradict"]
+    stdout, rows = _run_demo(tmp_path, _demo_env(), questions=3, timeout=500)
+    assert [r["hallucinate"] for r in rows] == ["none", "contradict", "embellish"]
     for row in rows:
         evaluation = row["evaluation"]
         assert evaluation is not None, f"not scored: {row['question']}\n{stdout}"
@@ -237,3 +240,8 @@ def test_make_demo_scores_answers_with_the_local_judge(local_judge: LocalEndpoin
     assert rows[1]["evaluation"]["output_tokens"] > 0
     # "Batteries are covered for 4 years" against "2 years" in the passage: the judge must not pass it.
     assert rows[1]["evaluation"]["label"] == "fail", stdout
+    # An added fact the documents say nothing about is not in them, never "contradicted" (issue 25).
+    added = rows[2]["evaluation"]["claims"][-1]
+    assert added["text"].startswith("Express next-day delivery"), stdout
+    assert added["status"] == "not_in_documents", stdout
+    assert "? not in the documents" in stdout

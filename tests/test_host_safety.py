@@ -5,16 +5,19 @@ already taken, an app without a service name. Each is said once, never raised, a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import SpanProcessor
 
 import faithtrace
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, ft, point  # noqa: F401
 from faithtrace import LocalJudgeError, trace_faithfulness
+from faithtrace._common import safety
 from faithtrace._common.safety import _last_warned
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
@@ -108,3 +111,34 @@ def test_installed_providers_carry_a_service_name_and_an_instance_id(monkeypatch
     unnamed = setup._resource(build_settings()).attributes
     assert str(unnamed["service.name"]).startswith("unknown_service:")  # the spec's default, not a bare one
     assert unnamed["service.instance.id"]  # one per process: the workers of a service stay apart
+
+
+class _RaisingProcessor(SpanProcessor):
+    """The app's own span processor, broken: it raises when a span ends."""
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("the app's processor is broken")
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_the_host_gets_its_own_exception_when_its_span_processor_raises(
+    ft: FaithtraceCapture, monkeypatch: pytest.MonkeyPatch, is_async: bool
+) -> None:
+    monkeypatch.setattr(safety, "raise_internal_errors", False)  # as in production
+    ft.tracer_provider.add_span_processor(_RaisingProcessor())
+    theirs = KeyError("the host's own failure")
+
+    @trace_faithfulness(name="bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        raise theirs
+
+    @trace_faithfulness(name="bot")
+    async def answer_async(question: str, contexts: list[str]) -> str:
+        raise theirs
+
+    def call() -> object:
+        return asyncio.run(answer_async(QUESTION, [CONTEXT])) if is_async else answer(QUESTION, [CONTEXT])
+
+    with pytest.raises(KeyError) as caught:
+        call()
+    assert caught.value is theirs

@@ -76,7 +76,10 @@ def test_claims_that_do_not_fit_the_budget_are_listed_and_not_counted(fake_judge
     # The score counts the judged claims only, and the reason says how many were left out and why.
     assert res.counts.total == len(asked)
     assert res.score == pytest.approx((len(asked) - 1) / len(asked))
-    assert f"{len(res.unjudged)} claim(s) were not judged" in (res.reason or "")
+    left = len(res.unjudged)
+    assert f"{left} claim{'' if left == 1 else 's'} {'was' if left == 1 else 'were'} not judged" in (
+        res.reason or ""
+    )
     assert "judge token budget of 600 tokens" in (res.reason or "")
 
     # A budget too small for any claim still asks about one, the most doubted.

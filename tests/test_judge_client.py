@@ -14,7 +14,7 @@ from _scoring_fixtures import (
     fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
 )
 from faithtrace import JudgeError
-from faithtrace.judge.llm.client import Judge, OutputRejected
+from faithtrace.judge import Judge, OutputRejected
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "Task: break the answer please"}]
 

@@ -1,19 +1,36 @@
-"""The package's shape: no import cycles, small modules.
+"""The package's shape: layers as folders, imports only downwards, no cycles, no private imports across them.
 
 The import graph is read from the source with ``ast`` (no import side effects, nothing to install): every
-``import``/``from ... import`` of a faithtrace module, at module level or inside a function, counts; imports
-under ``if TYPE_CHECKING:`` do not (they never run). A cycle anywhere in the package fails, which covers the
-request path, the runtime, the worker and telemetry.
+``import``/``from ... import`` of a faithtrace module counts, at module level, inside a function or under ``if
+TYPE_CHECKING:`` (a type-only import is still a dependency a reader has to follow). A cycle anywhere in the
+package fails, and so does an import from a lower layer into a higher one (``LAYERS``).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "faithtrace"
 MAX_LINES = 400
+
+# The layers, from the bottom up: a module may import its own layer and the layers below it, never above.
+# Each entry is the top-level names (under ``faithtrace``) that make up one layer; "" is ``faithtrace``
+# itself, the public API.
+LAYERS: list[tuple[str, ...]] = [
+    ("_version", "_common"),  # errors, internal-error handling, secret scrubbing
+    ("_config",),  # the option table, the option models, Settings
+    ("judge",),  # the LLM client, the embedded judge, the detector
+    ("scoring",),  # the pipeline, its steps and checks, the scorer
+    ("_telemetry",),  # names, spans, metrics, annotations, OTel set-up, the records they read
+    ("_runtime",),  # configure, the runtime, the pending span, sampling, the worker, the loop
+    ("_request", "_evaluate"),  # the decorator's request path; evaluate()
+    ("sources",),  # RAG items read from other instrumentations' spans
+    ("serve",),  # the scoring fleet
+    ("cli",),  # the faithtrace command
+    ("",),  # the public API
+    ("testing",),  # the pytest helpers, on top of the public API
+]
 
 
 def _module_name(path: Path) -> str:
@@ -22,26 +39,6 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node except what sits under ``if TYPE_CHECKING:``."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
 
 
 def _resolve(module: str, node: ast.ImportFrom) -> str:
@@ -55,7 +52,7 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
 def imports_of(module: str) -> set[str]:
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     found: set[str] = set()
-    for node in _runtime_nodes(tree):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -68,6 +65,34 @@ def imports_of(module: str) -> set[str]:
 
 def graph() -> dict[str, set[str]]:
     return {module: imports_of(module) for module in MODULES}
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    for rank, names in enumerate(LAYERS):
+        if top in names:
+            return rank
+    raise AssertionError(f"{module} is in no layer: add its folder to LAYERS")
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if layer_of(b) > layer_of(a))
+
+
+def is_private_import(importer: str, imported: str) -> bool:
+    """``imported`` is private to a package that ``importer`` is outside of.
+
+    A module or package whose name starts with ``_`` is private to the package that holds it: its siblings
+    may import it, nothing outside may. The top-level layers (``faithtrace._runtime`` ...) are siblings of
+    every module, so any module may import them; ``faithtrace.judge.llm._litellm`` is for ``judge.llm`` only.
+    """
+    here = importer.split(".") if MODULES[importer].name == "__init__.py" else importer.split(".")[:-1]
+    there = imported.split(".")
+    common = 0
+    while common < min(len(here), len(there)) and here[common] == there[common]:
+        common += 1
+    return any(part.startswith("_") for part in there[common + 1 :])
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -105,54 +130,60 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_checker_sees_a_cycle() -> None:
+def test_the_checker_sees_cycles_layers_and_private_imports() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     edges = graph()
     assert (
         "faithtrace._runtime.worker" in edges["faithtrace._runtime.runtime"]
     )  # module-level imports are seen
-    # TYPE_CHECKING imports are not
-    assert "faithtrace._runtime.runtime" not in edges["faithtrace._request.streams"]
+    assert (
+        "faithtrace._runtime.runtime"
+        in edges["faithtrace._request.streams"] | edges["faithtrace._request.decorator"]
+    )
+    assert upward({"faithtrace.judge.llm.client": {"faithtrace.scoring.models"}}) == [
+        "faithtrace.judge.llm.client -> faithtrace.scoring.models"
+    ]
+    assert layer_of("faithtrace") > layer_of("faithtrace.cli.main") > layer_of("faithtrace._common.errors")
+    assert is_private_import("faithtrace.scoring.scorer", "faithtrace.judge.llm._litellm")
+    assert not is_private_import("faithtrace.judge.llm.client", "faithtrace.judge.llm._litellm")
+    assert not is_private_import("faithtrace.serve.scorer", "faithtrace._telemetry.spans")
 
 
-def test_no_import_cycles_in_the_package() -> None:
+def test_no_import_cycles_in_the_package_type_only_imports_included() -> None:
     assert cycles(graph()) == []
 
 
-def test_the_request_path_and_the_runtime_point_down() -> None:
-    """The request path (decorator, streams, traced calls, pending spans, capture, sampling) reaches the
-    runtime; nothing below it imports the request path back."""
+def test_imports_only_point_down_the_layers() -> None:
+    assert upward(graph()) == []
+
+
+def test_no_private_module_is_imported_from_outside_its_package() -> None:
     edges = graph()
-    request_path = {
-        "faithtrace._request.decorator",
-        "faithtrace._request.streams",
-        "faithtrace._request.chat_streams",
-    }
-    request_path.add("faithtrace._request.traced_function")
-    lower = [m for m in edges if m not in request_path and m != "faithtrace"]
-    for module in lower:
-        assert not edges[module] & request_path, module
-    for module in (
-        "faithtrace._runtime.worker",
-        "faithtrace._runtime.pending_span",
-        "faithtrace._telemetry.spans",
-    ):
-        assert "faithtrace._runtime.runtime" not in edges[module]
-    # Scoring and the judge know nothing of spans, the worker or the runtime: only errors, options and the
-    # readable cut of a quoted text.
-    allowed = {"faithtrace._common.errors", "faithtrace._common.safety", "faithtrace._config.options"}
-    allowed.add("faithtrace._common.shorten")
-    allowed |= {"faithtrace._config.option", "faithtrace._config.table"}
-    allowed |= {"faithtrace._config.judge_settings", "faithtrace._config.scoring_options"}
-    for module in edges:
-        if module.startswith(("faithtrace.scoring", "faithtrace.judge")):
-            top = {m for m in edges[module] if m.startswith("faithtrace._")}
-            assert top <= allowed, (module, top - allowed)
+    found = sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if is_private_import(a, b))
+    assert found == []
 
 
-def test_modules_stay_small() -> None:
+def test_scoring_and_serve_reach_the_judge_through_its_package() -> None:
+    """``judge/__init__`` exports what scoring and the fleet use of the LLM client and the embedded judge;
+    those two folders are the judges' own business. (The detector's modules are imported where they are
+    used, lazily: they need the ``detector`` extra.)"""
+    edges = graph()
+    for module, targets in edges.items():
+        if module.startswith(("faithtrace.scoring", "faithtrace.serve")):
+            inside = sorted(
+                t for t in targets if t.startswith(("faithtrace.judge.llm", "faithtrace.judge.local"))
+            )
+            assert inside == [], module
+
+
+def test_large_modules_are_reported() -> None:
+    """Not a failure: a module splits where its responsibilities part, not at a line count. Over
+    ``MAX_LINES`` it is worth a look, so the test prints it."""
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
-    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+    for module, lines in sorted(sizes.items()):
+        if lines > MAX_LINES:
+            print(f"warning: {module} has {lines} lines (over {MAX_LINES}): does it hold one responsibility?")
+    assert sizes  # the package was found
 
 
 def test_only_the_pending_span_ends_a_rag_span() -> None:

@@ -107,6 +107,22 @@ def _project_id(phoenix: PhoenixServer) -> str:
     return next(p["id"] for p in projects if p["name"] == PROJECT)
 
 
+def _project_configs(phoenix: PhoenixServer, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """The project's annotation configs, once there are any (faithtrace registers them off the request path,
+    once the project exists)."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=phoenix.http_url, trust_env=False, timeout=10.0) as client:
+        while True:
+            response = client.get(f"/v1/projects/{PROJECT}/annotation_configs")
+            response.raise_for_status()
+            data: list[dict[str, Any]] = response.json()["data"]
+            if data:
+                return data
+            if time.monotonic() > deadline:
+                pytest.fail(f"project {PROJECT} has no annotation config: {response.text[:500]}")
+            time.sleep(0.25)
+
+
 _SPANS_QUERY = """
 query ($id: ID!, $filter: String!) {
   node(id: $id) {
@@ -127,10 +143,16 @@ def _filtered(phoenix: PhoenixServer, project_id: str, condition: str) -> list[t
 
 
 def _browse(
-    tools: tuple[str, str, Path], url: str, wait_for: str, screenshot: Path, filter_condition: str
+    tools: tuple[str, str, Path],
+    url: str,
+    wait_for: str,
+    screenshot: Path,
+    filter_condition: str,
+    anywhere: bool = False,
 ) -> dict[str, Any]:
     chromium, node, playwright = tools
     env = {**os.environ, "PLAYWRIGHT_CORE": str(playwright), "CHROMIUM": chromium, "NO_PROXY": "127.0.0.1"}
+    env["ANYWHERE"] = "1" if anywhere else "0"
     done = subprocess.run(
         [node, str(SCRIPT), url, wait_for, str(screenshot), filter_condition],
         capture_output=True,
@@ -231,6 +253,38 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     assert {"0.50", "fail", "LLM"} <= set(lines), lines
     assert any("contradicted" in line and FAILING.split(". ")[1] in line for line in lines), lines
 
+    # faithtrace registered the annotation config in the project: Phoenix colours a score by it.
+    configs = _project_configs(phoenix_server)
+    assert [(c["name"], c["type"]) for c in configs] == [("faithfulness", "FREEFORM")], configs
+    (config,) = configs
+    assert (config["optimization_direction"], config["threshold"]) == ("MAXIMIZE", 0.7)
+    assert (config["lower_bound"], config["upper_bound"]) == (0.0, 1.0)
+    # The unfiltered list: the failing answer's score reads unfavourable, the passing one's favourable, in
+    # different colours (the third screenshot).
+    colours_shot = ARTIFACTS / "phoenix-traces-pass-and-fail.png"
+    page = _browse(browser_tools, url, "faithfulness", colours_shot, "")
+    assert page["found"], f"{page['log']}\nno 'faithfulness' on {page['url']}: {page['text'][:2000]}"
+    header = page["rows"][0]
+    shown = {}
+    for row, marks in zip(page["rows"], page["directions"], strict=True):
+        name = "fail" if "POST /ask" in row else "pass" if "support-answer" in row else None
+        if name is not None:
+            cells = dict(zip(header, row, strict=True))
+            # The score in the trace annotations column (and the span annotations one, on a root RAG span).
+            scores = [m for m in marks if m["text"].endswith(("0.50", "1.00"))]
+            assert scores, (row, marks)
+            shown[name] = (
+                cells["trace annotations"],
+                {m["direction"] for m in scores},
+                {m["color"] for m in scores},
+            )
+    assert set(shown) == {"pass", "fail"}, page["rows"]
+    assert "0.50" in shown["fail"][0], shown
+    assert shown["fail"][1] == {"negative"}, shown
+    assert "1.00" in shown["pass"][0], shown
+    assert shown["pass"][1] == {"positive"}, shown
+    assert not shown["fail"][2] & shown["pass"][2], shown  # in different colours
+
     # The Spans tab, filtered on the evaluation span's nested attribute: its row reads without clicks, the
     # answer as input and the verdicts as output. The click opens the span (second screenshot).
     spans_shot = ARTIFACTS / "phoenix-evaluation-span.png"
@@ -241,3 +295,34 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     assert len(rows) == 1, page["rows"]
     assert FAILING in rows[0]
     assert any(cell.startswith("{") and '"label": "fail"' in cell for cell in rows[0]), rows[0]
+
+    # The judge's chat spans in the Spans list: what it was asked (the last user message) and what it replied,
+    # instead of "--" and the reply's id.
+    evaluation_id = evaluation["context"]["span_id"]
+    chat = next(s for s in spans if s["name"].startswith("chat ") and s["parent_id"] == evaluation_id)
+    asked, replied = chat["attributes"][n.INPUT_VALUE], chat["attributes"][n.OUTPUT_VALUE]
+    assert "<claims>" in asked
+    assert json.loads(replied)["verdicts"]
+    chat_shot = ARTIFACTS / "phoenix-judge-spans.png"
+    page = _browse(browser_tools, spans_url, chat["name"], chat_shot, "span_kind == 'LLM'")
+    assert page["found"], f"{page['log']}\nno judge span on {page['url']}: {page['text'][:2000]}"
+    header = page["rows"][0]
+    rows = [dict(zip(header, r, strict=True)) for r in page["rows"][1:] if chat["name"] in r]
+    assert rows, page["rows"]
+    for cells in rows:
+        assert cells["input"] not in ("", "--"), cells
+        assert cells["output"] not in ("", "--"), cells
+    flat = [(" ".join(c["input"].split()), " ".join(c["output"].split())) for c in rows]
+    assert any(" ".join(asked.split()).startswith(i[:40]) for i, _ in flat), (flat, asked[:200])
+    assert any(" ".join(replied.split()).startswith(o[:20]) for _, o in flat), (flat, replied[:200])
+
+    # The retrieved documents, where Phoenix shows documents: on the RAG span's retriever child, in the
+    # trace's page next to the RAG span (the span tree on the left, the documents on the right).
+    retriever = next(s for s in spans if s["name"] == n.RETRIEVER_SPAN and s["parent_id"] == failing_id)
+    docs_shot = ARTIFACTS / "phoenix-rag-documents.png"
+    docs_url = f"{phoenix_server.http_url}/redirects/spans/{retriever['context']['span_id']}"
+    page = _browse(browser_tools, docs_url, "Documents", docs_shot, "", anywhere=True)
+    assert page["found"], f"{page['log']}\nno documents on {page['url']}: {page['text'][:2000]}"
+    assert CONTEXTS[0].split(". ")[1] in page["text"], page["text"][:3000]
+    assert QUESTION in page["text"]
+    assert "support-answer" in page["text"]  # the RAG span, beside it in the trace's span tree

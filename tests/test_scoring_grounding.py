@@ -186,7 +186,7 @@ async def test_proof_can_be_turned_off(fake_judge: FakeJudge) -> None:
     assert len(re.findall(r"^\d\. ", user_prompt(fake_judge.requests[0]), re.MULTILINE)) == 4
     assert [c.decided_by for c in result.claims] == ["judge"] * 4
     assert result.score == 1.0
-    assert result.reason == "All 4 claim(s) in the answer are supported by the retrieved context."
+    assert result.reason == "All 4 claims in the answer are supported by the retrieved context."
 
 
 async def test_a_bare_list_of_verdicts_is_read_in_claim_order(fake_judge: FakeJudge) -> None:

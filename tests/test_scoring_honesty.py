@@ -237,7 +237,8 @@ def test_the_judges_own_probability_decides_a_yes(fake_judge: FakeJudge) -> None
         options=ScoringOptions(verdict_logprobs="on"),
     )
     first, second = res.claims
-    assert (first.verdict, first.p_supported) == ("no", pytest.approx(0.2))
+    # Unsure, not contradicted: the judge wrote "yes" (judge_verdict), the score does not count it.
+    assert (first.verdict, first.judge_verdict, first.p_supported) == ("idk", "yes", pytest.approx(0.2))
     assert (second.verdict, second.p_supported) == ("yes", pytest.approx(0.9))
     assert fake_judge.requests_for("verdicts")[0]["logprobs"] is True
 
@@ -322,3 +323,151 @@ def test_the_checks_policy_lowers_a_yes_for_added_material_not_a_paraphrase(fake
     assert _views(default) == [("yes", "judge", "yes", "idk"), ("yes", "judge", "yes", "idk")]
     assert [c.disagreement for c in default.claims] == [True, True]
     assert default.score == 1.0
+
+
+# --- what users read: a judge's "no" fails the answer, an unsure "yes" is never a contradiction ----------
+_PLAN = [
+    "The basic plan costs 9 euros a month. It includes 50 GB of storage. Support answers within one "
+    "day. The plan can be cancelled at any time."
+]
+_PLAN_ANSWER = (
+    "The basic plan costs 9 euros per month. The plan includes 50 GB of storage. Support replies within a "
+    "day. The plan cannot be cancelled during the first year."
+)
+
+
+def test_a_correct_judges_no_on_one_claim_of_four_fails_the_answer(
+    fake_judge: FakeJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    false = "The plan cannot be cancelled during the first year."
+    probe = {"false_sentences": [false]}
+    fake_judge.on("verdicts", oracle(probe))
+    res = faithtrace.evaluate(
+        "What does the basic plan offer?", _PLAN, _PLAN_ANSWER, judge=fake_judge.settings()
+    )
+    assert res.score == 0.75  # the score stays the ratio, above the 0.7 threshold ...
+    assert (res.passed, res.label) == (False, "fail")  # ... and the contradiction fails the answer
+    assert [c.status for c in res.claims] == ["supported"] * 3 + ["contradicted"]
+    assert res.reason is not None
+    assert res.reason.startswith(
+        f'The answer fails because the retrieved context contradicts this claim: "{false}"'
+    )
+
+    # fail_on_contradiction=False, as an argument or from the environment: the score alone decides.
+    lenient = faithtrace.evaluate(
+        None,
+        _PLAN,
+        _PLAN_ANSWER,
+        judge=fake_judge.settings(),
+        options=ScoringOptions(fail_on_contradiction=False),
+    )
+    assert (lenient.score, lenient.label) == (0.75, "pass")
+    monkeypatch.setenv("FAITHTRACE_FAIL_ON_CONTRADICTION", "false")
+    from_env = faithtrace.evaluate(None, _PLAN, _PLAN_ANSWER, judge=fake_judge.settings())
+    assert (from_env.score, from_env.label) == (0.75, "pass")
+
+
+def _unsure(p_yes: float) -> Any:
+    """A judge that writes "yes" for every claim it is asked about, with P(yes) = ``p_yes``."""
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        n = len(_claims_asked(body))
+        content = json.dumps({"verdicts": [{"claim": i + 1, "verdict": "yes"} for i in range(n)]})
+        return {"content": content, "logprobs": _logprobs(["yes"] * n, [p_yes] * n)}
+
+    return reply
+
+
+@pytest.mark.parametrize(
+    ("context", "answer", "p_yes"),
+    [
+        (["The X200 is a light e-scooter. The range is 40 km."], "The X200 has a range of 40 km.", 0.68),
+        (
+            ["The company was founded in Berlin and later moved its headquarters to Munich."],
+            "The company started in Berlin and its headquarters are now in Munich.",
+            0.67,
+        ),
+    ],
+    ids=["range", "headquarters"],
+)
+@pytest.mark.parametrize("policy", ["auto", "judge", "numbers", "checks", "strict"])
+def test_a_hesitant_yes_never_becomes_no(
+    fake_judge: FakeJudge, policy: str, context: list[str], answer: str, p_yes: float
+) -> None:
+    fake_judge.on("verdicts", _unsure(p_yes))
+    for verdict_context in ("documents", "evidence"):
+        res = faithtrace.evaluate(
+            None,
+            context,
+            answer,
+            judge=fake_judge.settings(),
+            options=ScoringOptions(
+                verdict_policy=policy,  # type: ignore[arg-type]
+                verdict_context=verdict_context,  # type: ignore[arg-type]
+                verdict_logprobs="on",
+                prove_support=False,
+            ),
+        )
+        (claim,) = res.claims
+        assert (claim.verdict, claim.judge_verdict) == ("idk", "yes"), (policy, verdict_context)
+        assert claim.status in ("not_confirmed", "not_in_documents")
+        assert f"the judge was unsure (P(yes) {p_yes:.2f})" in (claim.reason or "")
+        assert res.counts.no == 0
+        assert "contradict" not in (res.reason or "") + (claim.reason or "")
+        if claim.decided_by == "judge":
+            assert claim.status == "not_confirmed"
+            assert "not confirmed" in (res.reason or "")
+
+
+def test_an_unsure_yes_reads_as_not_confirmed_on_its_event(
+    ft: FaithtraceCapture, fake_judge: FakeJudge
+) -> None:
+    fake_judge.on("verdicts", _unsure(0.68))
+    ft.configure(
+        judge=fake_judge.settings(), scoring=ScoringOptions(verdict_logprobs="on", verdict_policy="judge")
+    )
+
+    @trace_faithfulness
+    def answer(question: str, contexts: list[str]) -> str:
+        return "The X200 has a range of 40 km."
+
+    answer("How far does it go?", ["The X200 is a light e-scooter. The range is 40 km."])
+    assert ft.flush()
+    (evaluation,) = ft.evaluation_spans()
+    (event,) = [dict(e.attributes or {}) for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    assert (event[n.CLAIM_VERDICT], event[n.CLAIM_STATUS], event[n.CLAIM_JUDGE_VERDICT]) == (
+        "idk",
+        "not_confirmed",
+        "yes",
+    )
+    output = json.loads(str((evaluation.attributes or {})[n.OUTPUT_VALUE]))
+    assert output["claims"][0]["status"] == "not_confirmed"
+
+
+def test_the_reason_counts_in_words(fake_judge: FakeJudge) -> None:
+    # One claim of each kind but "supported": singular everywhere, and no "claim(s)".
+    fake_judge.on(
+        "verdicts",
+        json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}, {"claim": 2, "verdict": "idk"}]}),
+    )
+    res = faithtrace.evaluate(
+        None,
+        ["The shop opens at 9. It sells bicycles."],
+        "The shop opens at 10. The shop sells cars too.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(verdict_policy="judge", prove_support=False),
+    )
+    reason = res.reason or ""
+    assert reason.startswith(
+        "0 of 2 claims are supported by the retrieved context, 1 is contradicted by it and 1 is not in it."
+    ), reason
+    assert "(s)" not in reason
+    fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "no"}]}))
+    one = faithtrace.evaluate(
+        None,
+        ["The shop opens at 9."],
+        "The shop opens at 10.",
+        judge=fake_judge.settings(),
+        options=ScoringOptions(prove_support=False),
+    )
+    assert "0 of 1 claim is supported" in (one.reason or ""), one.reason

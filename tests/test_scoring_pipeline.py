@@ -244,7 +244,7 @@ async def test_all_supported_reason_is_a_template(fake_judge: FakeJudge) -> None
 
     result = await score(fake_judge)
 
-    assert result.reason == "All 2 claim(s) in the answer are supported by the retrieved context."
+    assert result.reason == "All 2 claims in the answer are supported by the retrieved context."
     assert fake_judge.requests_for("reason") == []
     reason_step = next(s for s in result.steps if s.step == "reason")
     assert reason_step.llm_calls == 0
@@ -276,7 +276,7 @@ async def test_reason_failure_keeps_the_score(fake_judge: FakeJudge) -> None:
     assert result.outcome is Outcome.SCORED
     assert result.score == 0.5
     assert result.reason is not None
-    assert "1 of 2 claim(s) are supported" in result.reason
+    assert "1 of 2 claims is supported" in result.reason
 
 
 async def test_include_reason_false_makes_no_reason_call(fake_judge: FakeJudge) -> None:

@@ -124,8 +124,47 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
         assert isinstance(call.attributes[n.GEN_AI_USAGE_OUTPUT_TOKENS], int)
         assert evaluation.start_time <= call.start_time < call.end_time <= evaluation.end_time
         _assert_judge_messages(call)
-    # Only our spans: the judge's HTTP calls are not traced a second time.
-    assert len(ft.spans()) == 1 + 1 + 3
+    # Only our spans (the RAG span, its documents on a retriever child, the evaluation and its 3 judge
+    # calls): the judge's HTTP calls are not traced a second time.
+    assert len(ft.spans()) == 1 + 1 + 1 + 3
+
+
+def test_the_documents_also_go_on_a_retriever_child_where_phoenix_shows_them(
+    ft: FaithtraceCapture, fake_judge: Any
+) -> None:
+    secret = "sk-" + "Q1w2E3r4" * 4
+    other = f"The Louvre is in Paris. Its key is api_key={secret}."
+    capture = CaptureOptions(redact=lambda t: t.replace("Louvre", "[museum]"))
+    ft.configure(judge=fake_judge.settings(), capture=capture)
+
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    answer(QUESTION, [CONTEXT, other])
+    assert ft.flush()
+    (rag,) = ft.spans("support-bot")
+    (retriever,) = ft.spans(n.RETRIEVER_SPAN)
+    assert retriever.parent is not None
+    assert retriever.parent.span_id == rag.context.span_id
+    assert retriever.start_time == retriever.end_time == rag.end_time  # a record, not a timed retrieval
+    attrs = dict(retriever.attributes or {})
+    assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "RETRIEVER"
+    assert attrs.pop(n.FUNCTION) == "support-bot"  # faithtrace's own: `faithtrace serve` never reads it
+    assert attrs.pop(n.INPUT_VALUE) == QUESTION
+    docs = [attrs.pop(n.RETRIEVAL_DOCUMENT_CONTENT.format(index=i)) for i in range(2)]
+    assert not attrs
+    assert docs == [rag.attributes[n.RETRIEVAL_DOCUMENT_CONTENT.format(index=i)] for i in range(2)]
+    assert docs[0] == CONTEXT
+    assert docs[1] == "The [museum] is in Paris. Its key is api_key=[REDACTED]"  # scrubbed and redacted
+
+    # No content capture, no documents; remote scoring leaves the RAG span as `faithtrace serve` reads it.
+    for config in ({"capture": CaptureOptions(content=False)}, {"scoring": "remote"}):
+        ft.clear()
+        ft.configure(judge=fake_judge.settings(), **config)
+        answer(QUESTION, [CONTEXT])
+        assert ft.flush()
+        assert ft.spans(n.RETRIEVER_SPAN) == [], config
 
 
 def _assert_judge_messages(call: Any) -> None:
@@ -217,7 +256,8 @@ def test_linked_placement_puts_the_evaluation_in_a_trace_of_its_own(
     assert calls
     assert all(c.parent.span_id == evaluation.context.span_id for c in calls)
     # The request's trace is the request alone: its duration is the call's, not the scoring's.
-    assert [s.name for s in ft.spans() if s.context.trace_id == rag.context.trace_id] == ["support-bot"]
+    request = sorted(s.name for s in ft.spans() if s.context.trace_id == rag.context.trace_id)
+    assert request == [n.RETRIEVER_SPAN, "support-bot"]  # the documents' record is zero-length, at the end
 
 
 def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCapture) -> None:
@@ -426,7 +466,8 @@ def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
         server.server_close()
 
 
-_PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations"}
+# The annotation config is registered with the first annotations.
+_PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations", "/v1/annotation_configs"}
 
 
 @pytest.mark.parametrize(
@@ -496,4 +537,6 @@ def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge:
         "FAITHTRACE_JUDGE_MAX_RETRIES": "0",
     }
     out = _run(script, env)
-    assert out.strip() == "['answer', 'chat openai/fake-judge', 'evaluate faithfulness'] 1.0"
+    assert out.strip() == (
+        "['answer', 'chat openai/fake-judge', 'evaluate faithfulness', 'retrieved documents'] 1.0"
+    )

@@ -9,10 +9,13 @@ from rich.text import Text
 
 from .readback import EvaluationView
 
-_VERDICT_STYLE = {
-    "yes": ("✓ supported", "green"),
-    "no": ("✗ contradicted", "red"),
-    "idk": ("? not in context", "yellow"),
+# By what the verdict means (the claim event's status), not by the bare verdict: an "idk" is either a fact
+# the documents do not mention or a "yes" the judge was unsure of, and neither is a contradiction.
+_STATUS_STYLE = {
+    "supported": ("✓ supported", "green"),
+    "contradicted": ("✗ contradicted", "red"),
+    "not_in_documents": ("? not in the documents", "yellow"),
+    "not_confirmed": ("? not confirmed", "yellow"),
 }
 
 
@@ -53,13 +56,25 @@ def _score_text(view: EvaluationView) -> Text:
     return text
 
 
+def _counts(view: EvaluationView) -> str:
+    """Claims per meaning when every claim was exported, else the verdict counts."""
+    if view.claims_not_shown or len(view.claims) != view.yes + view.no + view.idk:
+        return f"{view.yes} supported · {view.no} contradicted · {view.idk} unsupported otherwise"
+    shown = []
+    for status, (label, _) in _STATUS_STYLE.items():
+        k = sum(c.status == status for c in view.claims)
+        if k or status in ("supported", "contradicted"):  # the two kinds of idk only when there are some
+            shown.append(f"{k} {label.lstrip('✓✗? ')}")
+    return " · ".join(shown)
+
+
 def _claims_table(view: EvaluationView) -> Table:
     table = Table(show_header=True, header_style="dim", box=None, pad_edge=False, expand=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("claim", ratio=3)
     table.add_column("judge's reason", ratio=2, style="dim")
     for claim in view.claims:
-        label, style = _VERDICT_STYLE.get(claim.verdict, (claim.verdict, "white"))
+        label, style = _STATUS_STYLE.get(claim.status, (claim.verdict, "white"))
         table.add_row(Text(label, style=style), claim.text, claim.reason or "")
     return table
 
@@ -88,7 +103,7 @@ def print_evaluation(console: Console, number: int, total: int, what: str, view:
     body.append(answer)
     score = Text("score   ", style="dim")
     score.append_text(_score_text(view))
-    score.append(f"   {view.yes} supported · {view.no} contradicted · {view.idk} not in context", style="dim")
+    score.append(f"   {_counts(view)}", style="dim")
     body.append(score)
     if view.claims:
         body.append(_claims_table(view))

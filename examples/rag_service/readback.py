@@ -24,6 +24,7 @@ class ClaimView:
     index: int
     text: str
     verdict: str
+    status: str  # supported | contradicted | not_in_documents | not_confirmed
     reason: str | None
 
 
@@ -127,6 +128,7 @@ def read_evaluation(span: ReadableSpan, by_id: Mapping[int, ReadableSpan], child
                     index=_int(ev.get(n.CLAIM_INDEX), len(claims)),
                     text=str(ev.get(n.CLAIM_TEXT, "")),
                     verdict=str(ev.get(n.CLAIM_VERDICT, "?")),
+                    status=str(ev.get(n.CLAIM_STATUS, "?")),
                     reason=_str(ev.get(n.CLAIM_REASON)),
                 )
             )

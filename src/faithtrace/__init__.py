@@ -25,7 +25,7 @@ from faithtrace._request.decorator import trace_faithfulness
 from faithtrace._runtime.configure import configure
 from faithtrace._runtime.runtime import ShutdownReport, flush, shutdown
 from faithtrace._version import __version__
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 from faithtrace.scoring.models import (
     ClaimVerdict,
     ErrorInfo,

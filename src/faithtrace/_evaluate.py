@@ -11,7 +11,7 @@ from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._config.settings import resolve_judge
 from faithtrace._runtime import loop
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.pipeline import run_pipeline
 

@@ -3,7 +3,8 @@
 // (Phoenix opens an annotation's details there), then saves a screenshot and prints the table rows (cell
 // texts), the open dialogs' texts and the page text as JSON for the Python test to assert on.
 // Usage: node phoenix_list.cjs <url> <wait-for-text> <screenshot.png> [filter condition]
-// Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary).
+// Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary), ANYWHERE=1 (the
+// text may show anywhere on the page, a span's details say; nothing is clicked).
 const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
 
 const [url, waitFor, screenshot, filter] = process.argv.slice(2);
@@ -24,11 +25,27 @@ const FLAGS = [
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 60000 });
-    const awaited = page.locator("table").getByText(waitFor, { exact: false }).first();
+    // ANYWHERE=1: the awaited text may be anywhere on the page (a span's details), and nothing is clicked.
+    const anywhere = process.env.ANYWHERE === "1";
+    const awaited = (anywhere ? page : page.locator("table")).getByText(waitFor, { exact: false }).first();
     const readRows = () =>
       page.$$eval("table tr", (trs) =>
         trs.map((tr) => Array.from(tr.querySelectorAll("th,td")).map((c) => c.innerText.trim())),
       );
+    // How each row's annotation values are coloured: Phoenix marks a score favourable or not (from the
+    // project's annotation config) with data-direction, and tints it.
+    const readDirections = () =>
+      page.$$eval("table tr", (trs) =>
+        trs.map((tr) =>
+          Array.from(tr.querySelectorAll("[data-direction]")).map((e) => ({
+            direction: e.getAttribute("data-direction"),
+            text: e.innerText.trim(),
+            color: getComputedStyle(e).color,
+            background: getComputedStyle(e).backgroundColor,
+          })),
+        ),
+      );
+    let directions = [];
     let found = true;
     let rows = [];
     try {
@@ -52,10 +69,13 @@ const FLAGS = [
       await awaited.waitFor({ timeout: 60000 });
       await page.waitForTimeout(1000); // cells render after their rows
       rows = await readRows(); // the list as shown, before the click opens anything over it
-      await awaited.click(); // the annotation's details (label, score, explanation) open in a popover
-      // An annotation opens a popover; a span name opens the span's details instead (no dialog to wait for).
-      await page.getByRole("dialog").first().waitFor({ timeout: 10000 }).catch(() => {});
-      await page.waitForTimeout(1500);
+      directions = await readDirections();
+      if (!anywhere) {
+        await awaited.click(); // the annotation's details (label, score, explanation) open in a popover
+        // An annotation opens a popover; a span name opens the span's details instead (no dialog to wait).
+        await page.getByRole("dialog").first().waitFor({ timeout: 10000 }).catch(() => {});
+        await page.waitForTimeout(1500);
+      }
     } catch (e) {
       found = false;
       process.stderr.write(`while waiting: ${e}\n`);
@@ -64,7 +84,7 @@ const FLAGS = [
     if (!found) rows = await readRows();
     const text = await page.evaluate(() => document.body.innerText);
     const dialogs = await page.$$eval("[role=dialog]", (ds) => ds.map((d) => d.innerText.trim()));
-    process.stdout.write(JSON.stringify({ found, rows, dialogs, text, errors, url: page.url() }));
+    process.stdout.write(JSON.stringify({ found, rows, directions, dialogs, text, errors, url: page.url() }));
   } finally {
     await browser.close();
   }

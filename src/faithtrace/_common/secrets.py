@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Final
 
 from faithtrace._common.shorten import shorten
+from faithtrace._common.unicode import valid_text
 
 _SECRET_RE: Final = re.compile(
     r"(?P<kv>\b(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret)"
@@ -76,4 +77,5 @@ def export_text(
         text = text[:max_chars]
     if redact is not None:
         text = str(redact(text))
-    return text, cut
+    # One lone surrogate would make the exporter's encoding fail, and with it the whole batch of spans.
+    return valid_text(text)[0], cut

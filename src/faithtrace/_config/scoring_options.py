@@ -23,6 +23,7 @@ class ScoringOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     threshold: float = field("scoring.threshold")
+    fail_on_contradiction: bool = field("scoring.fail_on_contradiction")
     idk_policy: IdkPolicy = field("scoring.idk_policy")
     use_truths: bool = field("scoring.use_truths")
     claim_source: Literal["sentences", "judge"] = field("scoring.claim_source")

@@ -104,6 +104,9 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     # --- ScoringOptions -------------------------------------------------------------------------------------
     Option("scoring.threshold", "score >= threshold passes.",
         0.7, ("FAITHTRACE_THRESHOLD",), float, ge=0.0, le=1.0),
+    Option("scoring.fail_on_contradiction", "A contradicted claim fails the answer, whatever its score (the "
+        "score stays the share of supported claims, and the reason names the claim).",
+        True, ("FAITHTRACE_FAIL_ON_CONTRADICTION",), parse_bool),
     Option("scoring.idk_policy", "penalize counts claims the context does not support against the answer; "
         "deepeval (DeepEval's default) counts only contradicted claims.",
         "penalize", ("FAITHTRACE_IDK_POLICY",), parse_lower, choices=("penalize", "deepeval")),
@@ -123,14 +126,14 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "material, three or more content words, over a fifth of the claim's, that no document uses, "
         "becomes idk), strict (also a yes with over 30 % unknown content words), or auto (checks with the "
         "embedded judge, judge otherwise). "
-        "A no or idk always stands.",
+        "A no or idk the judge wrote always stands.",
         "auto", choices=("auto", "judge", "numbers", "checks", "strict")),
     Option("scoring.verdict_logprobs", "Ask the judge for the verdict tokens' log-probabilities and record "
         "P(yes) per claim as p_supported: on, off, or auto (on with the embedded judge).",
         "auto", choices=("auto", "on", "off")),
     Option("scoring.min_p_supported", "With log-probabilities, a yes counts only when P(yes) is at least "
-        "this, else the judge's next most likely answer stands (0: off; 0.7 chosen on the probes' tuning "
-        "split).",
+        "this; a less certain yes is idk, shown as not confirmed, never no (0: off; 0.7 chosen on the "
+        "probes' tuning split).",
         0.7, ge=0.0, le=1.0),
     Option("scoring.verdict_context", "What a claim is judged against: documents, evidence (the two closest "
         "document sentences), or auto (evidence with the embedded judge).",
@@ -156,7 +159,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         8_000, ge=100),
     Option("scoring.verdict_source", "Who decides each claim's verdict: judge (the LLM judge and the "
         "checks), or detector (the trained detector of detector_model alone: no LLM call with sentence "
-        "claims). No trained model ships yet (see the README).",
+        "claims). No trained model ships yet (docs/judges.md).",
         "judge", ("FAITHTRACE_VERDICT_SOURCE",), parse_lower, choices=("judge", "detector")),
     Option("scoring.detector_model", "A detector model directory (model.onnx, tokenizer.json, detector.json; "
         "each file's sha256 checked at load; needs faithtrace[detector]). With verdict_source judge, its "

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from faithtrace._common.errors import ConfigError
 from faithtrace._request.text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
+from faithtrace._telemetry.records import Captured
 
 __all__ = ["CaptureError", "chunk_text", "to_text", "to_texts"]
 
@@ -49,13 +50,6 @@ class Call:
     kwargs: dict[str, Any]
     offset: int  # 1 when args lack the bound self/cls that the signature lists first
     result: Any
-
-
-@dataclass(slots=True)
-class Captured:
-    query: str | None
-    contexts: list[str] | None  # None: the function has no contexts we could find
-    answer: str | None
 
 
 Getter = Callable[[Call], Any]

@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faithtrace._common import safety
-from faithtrace._request.capture import Call, Captured, CaptureError
+from faithtrace._request.capture import CaptureError
+from faithtrace._request.streams import Handoff
 from faithtrace._request.text import field_of
 from faithtrace._runtime import thread_watch
 from faithtrace._runtime.pending_span import PendingSpan
-
-if TYPE_CHECKING:
-    from faithtrace._request.traced_function import Traced
-    from faithtrace._runtime.runtime import Runtime
+from faithtrace._telemetry.records import Captured
 
 
 def writer_of(result: Any) -> Any:
@@ -46,14 +44,20 @@ def writer_of(result: Any) -> Any:
 
 
 class _ChatStream:
-    __slots__ = ("contexts", "finished", "pending", "query", "result", "rt", "traced")
+    __slots__ = ("contexts", "finished", "handoff", "pending", "query", "result")
 
-    def __init__(self, rt: Runtime, traced: Traced, pending: PendingSpan, call: Call) -> None:
-        self.rt = rt
-        self.traced = traced
+    def __init__(
+        self,
+        handoff: Handoff,
+        pending: PendingSpan,
+        query: str | None,
+        contexts: list[str] | None,
+        result: Any,
+    ) -> None:
+        self.handoff = handoff
         self.pending = pending
-        self.query, self.contexts = traced.spec.capture_inputs(call)  # the source nodes are there already
-        self.result = call.result
+        self.query, self.contexts = query, contexts
+        self.result = result
         self.finished = False
 
     def done(self, cancelled: bool = False) -> None:
@@ -71,19 +75,26 @@ class _ChatStream:
             answer = field_of(result, "response")
             if cancelled or not isinstance(answer, str):
                 problem = "the chat stream was cancelled" if cancelled else "the chat response has no text"
-                self.traced.handoff(self.rt, self.pending, None, problem)
+                self.handoff(self.pending, None, problem)
                 return
             captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
-            self.traced.handoff(self.rt, self.pending, captured, "")
+            self.handoff(self.pending, captured, "")
         except Exception as exc:
             safety.internal_error("capturing a chat stream", exc)
             self.pending.drop()
 
 
-def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, writer: Any) -> None:
-    """Score the chat response once ``writer`` has finished. Raises ``CaptureError`` when the call's query or
-    contexts cannot be read, or too many chat streams are in flight."""
-    stream = _ChatStream(rt, traced, pending, call)
+def watch(
+    handoff: Handoff,
+    pending: PendingSpan,
+    query: str | None,
+    contexts: list[str] | None,
+    result: Any,
+    writer: Any,
+) -> None:
+    """Score ``result``'s chat response, with the call's ``query`` and ``contexts``, once ``writer`` has
+    finished. Raises ``CaptureError`` when too many chat streams are in flight."""
+    stream = _ChatStream(handoff, pending, query, contexts, result)
     if isinstance(writer, asyncio.Future):
         writer.add_done_callback(lambda task: stream.done(task.cancelled()))
     elif not thread_watch.add(writer, stream.done):

@@ -21,12 +21,11 @@ from opentelemetry.trace import set_span_in_context
 
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
-from faithtrace._request import streams
 from faithtrace._request.capture import CaptureSpec, Spec
 from faithtrace._request.traced_function import Traced
 from faithtrace._runtime import runtime
 from faithtrace._runtime.pending_span import PendingSpan
-from faithtrace._telemetry.metrics import FunctionStats
+from faithtrace._telemetry.records import FunctionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,7 +65,7 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
     if inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
         # Streams are traced by a wrapping generator that scores the joined chunks when the stream ends.
         trace_stream: Callable[..., Any] = (
-            streams.traced_async_gen if inspect.isasyncgenfunction(raw) else streams.traced_gen
+            traced.async_generator if inspect.isasyncgenfunction(raw) else traced.generator
         )
 
         def stream_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -74,7 +73,7 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
             if reason:
                 _count_skipped(stats, reason)
                 return wrapped(*args, **kwargs)
-            return trace_stream(rt, traced, wrapped(*args, **kwargs), instance, args, kwargs)
+            return trace_stream(rt, wrapped(*args, **kwargs), instance, args, kwargs)
 
         # wrapt's proxy, not a closure: it still reads as a (async) generator function to inspect.
         return wrapt.FunctionWrapper(func, stream_wrapper)

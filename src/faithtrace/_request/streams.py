@@ -3,15 +3,16 @@ is scored, as the joined chunks, when the stream ends.
 
 Two shapes:
 
-* a decorated generator function (``traced_gen`` / ``traced_async_gen``): the span covers the stream from its
-  first chunk to its end, and is current only while the app's generator runs (never across a ``yield``,
-  where the consumer's code runs), so context never leaks;
+* a decorated generator function (``generator_stream``, through ``relay``/``async_relay``): the span covers
+  the stream from its first chunk to its end, and is current only while the app's generator runs (never
+  across a ``yield``, where the consumer's code runs), so context never leaks;
 * a call that *returns* a stream (a generator, or LlamaIndex's ``StreamingResponse.response_gen``;
   ``watch``): the call's span stays open until the stream ends, and the stream is
   replaced by a wrapper that yields the same chunks. Nothing reads the stream but its consumer.
 
 A stream that ends or is closed early is scored on what it produced; one that raised is not; one dropped
-unread is a capture error.
+unread is a capture error. Either way its span goes to the ``Handoff`` it was given (the traced function's,
+with its runtime bound): this module knows nothing of the traced function or the runtime.
 """
 
 from __future__ import annotations
@@ -20,50 +21,54 @@ import inspect
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from faithtrace._common import safety
-from faithtrace._request.capture import Call, Captured, CaptureError, chunk_text, to_texts
+from faithtrace._request.capture import CaptureError, chunk_text, to_texts
 from faithtrace._runtime.pending_span import PendingSpan
+from faithtrace._telemetry.records import Captured, FunctionStats
 
-if TYPE_CHECKING:
-    from faithtrace._request.traced_function import Traced
-    from faithtrace._runtime.runtime import Runtime
+Handoff = Callable[[PendingSpan, Captured | None, str], None]
+"""Hands a finished call (``pending.end_ns`` set) and its texts, or why it has none, over to be scored."""
+Inputs = Callable[[], tuple[str | None, list[str] | None]]
+"""Reads a call's query and contexts (raises ``CaptureError``)."""
 
 # Keys under which LangChain's retrieval chains stream their retrieved documents.
 _CHUNK_CONTEXT_KEYS = ("context", "source_documents")
 
 
-class _Stream:
+class Stream:
     """One stream's state: the text seen so far (bounded) and how to finish the span when it ends."""
 
     __slots__ = (
-        "call", "chunk_contexts", "contexts", "counts_call", "ctx", "finished", "limit", "parts", "pending",
-        "query", "rt", "size", "traced", "untexted",
+        "chunk_contexts", "contexts", "counted", "ctx", "finished", "handoff", "inputs", "limit", "parts",
+        "pending", "query", "size", "untexted",
     )  # fmt: skip
 
-    def __init__(self, rt: Runtime, traced: Traced, pending: PendingSpan, call: Call) -> None:
-        self.rt = rt
-        self.traced = traced
+    def __init__(
+        self, handoff: Handoff, pending: PendingSpan, max_answer_chars: int, inputs: Inputs | None
+    ) -> None:
+        self.handoff = handoff
         self.pending = pending
         # A generator function's call: its query and contexts are read from its arguments when it ends.
-        self.call: Call | None = call
+        self.inputs = inputs
         # A returned stream's query and contexts, read when the call returned: holding the call's result
         # instead would keep the wrapper alive from its own finalizer (the result holds the wrapper).
         self.query: str | None = None
         self.contexts: list[str] | None = None
         self.chunk_contexts: list[str] | None = None
         self.ctx: Any = None  # the context current while the host's generator runs (None: leave it alone)
-        self.counts_call = False  # a decorated generator's call is counted when its stream ends
+        self.counted: FunctionStats | None = None  # a decorated generator's call is counted when it ends
         self.parts: list[str] = []
         self.size = 0
         self.untexted = 0
         self.finished = False
         # Keep only what scoring can use: a long stream must not grow memory without bound.
-        self.limit = rt.settings.scoring.max_answer_chars + 1
+        self.limit = max_answer_chars + 1
 
     def add(self, chunk: Any) -> None:
         try:
@@ -91,25 +96,24 @@ class _Stream:
             return
         self.finished = True
         self.pending.end_ns = time.time_ns()
-        traced = self.traced
         try:
             if not self.parts and self.untexted:
                 raise CaptureError(f"none of the stream's {self.untexted} chunk(s) had a text field")
             query, contexts = self.query, self.contexts
-            if self.call is not None:
-                query, contexts = traced.spec.capture_inputs(self.call)
+            if self.inputs is not None:
+                query, contexts = self.inputs()
             if contexts is None:
                 contexts = self.chunk_contexts
             captured = Captured(query=query, contexts=contexts, answer="".join(self.parts))
             problem = ""
         except CaptureError as exc:
             captured, problem = None, str(exc)
-        traced.handoff(self.rt, self.pending, captured, problem)
+        self.handoff(self.pending, captured, problem)
 
     def ended(self) -> None:
         self.done()
-        if self.counts_call:
-            self.traced.stats.calls += 1
+        if self.counted is not None:
+            self.counted.calls += 1
 
     def failed(self, exc: BaseException) -> None:
         self.finished = True
@@ -120,11 +124,11 @@ class _Stream:
         if not self.finished:
             self.finished = True
             self.pending.end_ns = time.time_ns()
-            self.traced.handoff(self.rt, self.pending, None, "the returned stream was never read")
+            self.handoff(self.pending, None, "the returned stream was never read")
 
 
 # --- the relays ------------------------------------------------------------------------------------------
-def _attach(stream: _Stream) -> Any:
+def _attach(stream: Stream) -> Any:
     return otel_context.attach(stream.ctx) if stream.ctx is not None else None
 
 
@@ -133,10 +137,10 @@ def _detach(token: Any) -> None:
         otel_context.detach(token)
 
 
-def _relay(start: Callable[[], _Stream], inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+def relay(start: Callable[[], Stream], inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
     """Yield what ``inner`` yields (send, throw and close pass through), reporting each chunk to the stream
     ``start()`` gives on the first one."""
-    stream: _Stream | None = None
+    stream: Stream | None = None
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
@@ -173,10 +177,10 @@ def _relay(start: Callable[[], _Stream], inner: Generator[Any, Any, Any]) -> Gen
             to_throw = exc
 
 
-async def _async_relay(
-    start: Callable[[], _Stream], inner: AsyncGenerator[Any, Any]
+async def async_relay(
+    start: Callable[[], Stream], inner: AsyncGenerator[Any, Any]
 ) -> AsyncGenerator[Any, Any]:
-    stream: _Stream | None = None
+    stream: Stream | None = None
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
@@ -213,37 +217,31 @@ async def _async_relay(
 
 
 # --- decorated generator functions --------------------------------------------------------------------------
-def _generator_stream(rt: Runtime, traced: Traced, instance: Any, args: Any, kwargs: Any) -> _Stream:
+def generator_stream(
+    handoff: Handoff, span: Span, stats: FunctionStats, max_answer_chars: int, inputs: Inputs
+) -> Stream:
     """The stream of a decorated generator function: its span starts with the first chunk, is current while
     the app's generator runs, and ending it counts the call."""
-    span = rt.tracer.start_span(traced.name)
-    stream = _Stream(rt, traced, PendingSpan(span, traced.stats), traced.call(instance, args, kwargs, None))
+    stream = Stream(handoff, PendingSpan(span, stats), max_answer_chars, inputs)
     stream.ctx = trace.set_span_in_context(span)
-    stream.counts_call = True
+    stream.counted = stats
     return stream
 
 
-def traced_gen(
-    rt: Runtime, traced: Traced, inner: Generator[Any, Any, Any], instance: Any, args: Any, kwargs: Any
-) -> Generator[Any, Any, Any]:
-    return _relay(lambda: _generator_stream(rt, traced, instance, args, kwargs), inner)
-
-
-def traced_async_gen(
-    rt: Runtime, traced: Traced, inner: AsyncGenerator[Any, Any], instance: Any, args: Any, kwargs: Any
-) -> AsyncGenerator[Any, Any]:
-    return _async_relay(lambda: _generator_stream(rt, traced, instance, args, kwargs), inner)
-
-
 # --- calls that return a stream ----------------------------------------------------------------------------
-def watch(rt: Runtime, traced: Traced, pending: PendingSpan, call: Call, inner: Any) -> tuple[Any, _Stream]:
-    """A generator yielding exactly what ``inner`` yields, that scores the joined chunks when it ends (and
-    the state it reports to). Raises ``CaptureError`` when the call's query or contexts cannot be read."""
-    query, contexts = traced.spec.capture_inputs(call)
-    stream = _Stream(rt, traced, pending, call)
-    stream.call, stream.query, stream.contexts = None, query, contexts
-    relay = _async_relay if inspect.isasyncgen(inner) else _relay
-    wrapper = relay(lambda: stream, inner)
+def watch(
+    handoff: Handoff,
+    pending: PendingSpan,
+    query: str | None,
+    contexts: list[str] | None,
+    max_answer_chars: int,
+    inner: Any,
+) -> tuple[Any, Stream]:
+    """A generator yielding exactly what ``inner`` yields, that scores the joined chunks with the call's
+    ``query`` and ``contexts`` when it ends (and the state it reports to)."""
+    stream = Stream(handoff, pending, max_answer_chars, None)
+    stream.query, stream.contexts = query, contexts
+    wrapper = (async_relay if inspect.isasyncgen(inner) else relay)(lambda: stream, inner)
     # A stream nobody reads never runs a line of its wrapper: end its span when the wrapper is collected.
     # (Not at interpreter exit: the providers may be shut down by then, and nothing would export it.)
     weakref.finalize(wrapper, stream.abandoned).atexit = False

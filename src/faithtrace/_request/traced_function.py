@@ -7,14 +7,17 @@ a stream is handed to ``streams.watch``; ``streams`` refers back to this module 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncGenerator, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from faithtrace._common import safety
 from faithtrace._request import chat_streams, streams
-from faithtrace._request.capture import Call, Captured, CaptureError, CaptureSpec
+from faithtrace._request.capture import Call, CaptureError, CaptureSpec
 from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._runtime.sampling import PARENT
-from faithtrace._telemetry.metrics import FunctionStats, register
+from faithtrace._telemetry.metrics import register
+from faithtrace._telemetry.records import Captured, FunctionStats
 
 if TYPE_CHECKING:
     from faithtrace._runtime.runtime import Runtime
@@ -60,7 +63,8 @@ class Traced:
             try:
                 writer = chat_streams.writer_of(result) if self.spec.default_answer else None
                 if writer is not None:
-                    chat_streams.watch(rt, self, pending, call, writer)
+                    query, contexts = self.spec.capture_inputs(call)  # the source nodes are there already
+                    chat_streams.watch(partial(self.handoff, rt), pending, query, contexts, result, writer)
                     return result
                 slot = self.spec.stream_slot(result)
                 if slot is not None:
@@ -78,13 +82,35 @@ class Traced:
 
     def _watch(self, rt: Runtime, pending: PendingSpan, call: Call, stream: Any, put: Any) -> Any:
         """Put a watching wrapper in place of the answer's stream; the span ends when the stream does."""
-        wrapper, watched = streams.watch(rt, self, pending, call, stream)
+        query, contexts = self.spec.capture_inputs(call)
+        limit = rt.settings.scoring.max_answer_chars
+        wrapper, watched = streams.watch(partial(self.handoff, rt), pending, query, contexts, limit, stream)
         try:
             return put(wrapper)
         except CaptureError as exc:  # the stream cannot be replaced: leave it alone, unread
             watched.finished = True
             self.handoff(rt, pending, None, str(exc))
             return call.result
+
+    def generator(
+        self, rt: Runtime, inner: Generator[Any, Any, Any], instance: Any, args: Any, kwargs: Any
+    ) -> Generator[Any, Any, Any]:
+        """A decorated generator function's stream: traced from its first chunk to its end."""
+        return streams.relay(lambda: self._generator_stream(rt, instance, args, kwargs), inner)
+
+    def async_generator(
+        self, rt: Runtime, inner: AsyncGenerator[Any, Any], instance: Any, args: Any, kwargs: Any
+    ) -> AsyncGenerator[Any, Any]:
+        """A decorated async generator function's stream: traced from its first chunk to its end."""
+        return streams.async_relay(lambda: self._generator_stream(rt, instance, args, kwargs), inner)
+
+    def _generator_stream(self, rt: Runtime, instance: Any, args: Any, kwargs: Any) -> streams.Stream:
+        span = rt.tracer.start_span(self.name)
+        call = self.call(instance, args, kwargs, None)
+        limit = rt.settings.scoring.max_answer_chars
+        return streams.generator_stream(
+            partial(self.handoff, rt), span, self.stats, limit, lambda: self.spec.capture_inputs(call)
+        )
 
     def handoff(self, rt: Runtime, pending: PendingSpan, captured: Captured | None, problem: str) -> None:
         """Hand a finished call (``pending.end_ns`` set) and its texts to the worker, or end its span here

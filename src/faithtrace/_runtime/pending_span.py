@@ -17,32 +17,20 @@ The request path starts the span and wraps it in a ``PendingSpan``. From then on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from faithtrace._common import safety
 from faithtrace._common.secrets import scrub_secrets
-from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import spans
-from faithtrace._telemetry.metrics import FunctionStats, count_outcome
+from faithtrace._telemetry.metrics import count_outcome
+from faithtrace._telemetry.records import Captured, FunctionStats, Job
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
     from faithtrace._config.settings import CaptureOptions
-
-
-class Job(NamedTuple):
-    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
-
-    span_context: SpanContext  # the RAG span the evaluation belongs to
-    stats: FunctionStats  # the decorated function's counters
-    query: str | None
-    contexts: tuple[str, ...]
-    answer: str
-    enqueued_ns: int  # wall clock when the call returned, for the evaluation span
-    enqueued_at: float  # monotonic, for durations
 
 
 Offer = Callable[[Job], bool]  # queue an evaluation; False when it was dropped
@@ -63,28 +51,40 @@ class PendingSpan:
 
     # --- request path ------------------------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
-        """The host's call raised: record it and end the span now (a failed call is not scored)."""
-        record_failure(self.span, exc)
-        self.span.end()
+        """The host's call raised: record it and end the span now (a failed call is not scored). Guarded like
+        ``finish``: ending the span runs the app's own span processors, and one that raises must never replace
+        the exception the host's caller is about to receive."""
+        try:
+            record_failure(self.span, exc)
+            self.span.end()
+        except Exception as error:
+            safety.internal_error("ending a failed call's span", error)
 
     def drop(self) -> None:
         """End the span at the call's end without scoring it."""
         self.span.end(end_time=self.end_ns or None)
 
     # --- worker (or host, when the worker cannot take it) --------------------------------------------------
-    def finish(self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None = None) -> None:
+    def finish(
+        self,
+        capture: CaptureOptions,
+        offer: Offer,
+        remote: ScoringOptions | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
         """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
         under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
-        cut to those scoring limits, and nothing is queued."""
+        cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
+        RETRIEVER child span (where Phoenix shows documents)."""
         try:
-            self._attributes_and_job(capture, offer, remote)
+            self._attributes_and_job(capture, offer, remote, tracer)
         except Exception as exc:
             safety.internal_error("finishing a span", exc)
         finally:
             self.span.end(end_time=self.end_ns)
 
     def _attributes_and_job(
-        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None
+        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None, tracer: Tracer | None
     ) -> None:
         span, stats, captured = self.span, self.stats, self.captured
         if captured is None:
@@ -126,6 +126,8 @@ class PendingSpan:
             attrs[n.SAMPLING_REASON] = n.SAMPLING_REASON_QUEUE_FULL
         if recording:
             span.set_attributes(attrs)
+            if tracer is not None:
+                spans.emit_retriever(tracer, span, attrs, stats.name, self.end_ns)
 
     def _not_scored(self, problem: str) -> None:
         stats = self.stats

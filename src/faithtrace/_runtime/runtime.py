@@ -9,6 +9,7 @@ sampled call, and again lazily in a forked child. Scoring itself lives in ``scor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 import time
@@ -17,16 +18,17 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace._common import safety
+from faithtrace._common import host_state, safety
 from faithtrace._config.settings import Settings, build_settings
 from faithtrace._runtime import thread_watch
-from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
+from faithtrace._runtime.pending_span import Offer, PendingSpan
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup, spans
+from faithtrace._telemetry.records import Job
 from faithtrace._version import __version__
 from faithtrace.scoring.models import ErrorInfo
 from faithtrace.scoring.scorer import Scorer
@@ -87,10 +89,15 @@ class Runtime:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
-        self.instruments = ft_metrics.instruments_for(meter_provider)
+        self.instruments = ft_metrics.instruments_for(meter_provider, _queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
-            settings.annotations, settings.phoenix_endpoint, settings.phoenix_api_key
+            settings.annotations,
+            settings.phoenix_endpoint,
+            settings.phoenix_api_key,
+            # Read when the config is registered: a global provider may be set after configure().
+            lambda: ft_annotations.phoenix_project(tracer_provider or trace.get_tracer_provider()),
+            settings.scoring.threshold,
         )
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
@@ -104,18 +111,18 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse, self._remote)
+            pending.finish(self.capture, _refuse, self._remote, self.tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote)
+            pending.finish(self.capture, worker.offer, self._remote, self.tracer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 _register_at_exit()
-                capture, remote = self.capture, self._remote
+                capture, remote, tracer = self.capture, self._remote, self.tracer
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
-                    pending.finish(capture, offer, remote)
+                    pending.finish(capture, offer, remote, tracer)
 
                 self._worker = Worker(
                     finish,
@@ -246,16 +253,34 @@ RUNTIME: Runtime | None = None
 _swap_lock = threading.Lock()
 
 
+_first_use_lock = threading.Lock()
+
+
 def current() -> Runtime:
-    """The runtime; built from the environment on first use when ``configure()`` was never called."""
-    global RUNTIME
+    """The runtime. When ``configure()`` was never called, the first use configures faithtrace from the
+    environment exactly as a bare ``configure()`` would, once: the ``OTEL_*`` and ``FAITHTRACE_*`` variables
+    alone set up the exporters (OTLP, Prometheus) as OpenTelemetry users expect."""
     rt = RUNTIME
     if rt is None:
+        with _first_use_lock:
+            if RUNTIME is None:
+                _configure_from_environment()
+        rt = RUNTIME
+        assert rt is not None
+    return rt
+
+
+def _configure_from_environment() -> None:
+    global RUNTIME
+    try:
+        install(build_settings())
+    except Exception as exc:
+        # An exporter that cannot start (a port in use, a missing extra) must not break the host's call: score
+        # into the global providers instead, as before this first use configured anything.
+        safety.internal_error("configuring from the environment", exc)
         with _swap_lock:
             if RUNTIME is None:
                 RUNTIME = Runtime(build_settings())
-            rt = RUNTIME
-    return rt
 
 
 def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
@@ -264,8 +289,7 @@ def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: 
     global RUNTIME
     tp = setup.tracer_provider_for(settings, tracer_provider)
     mp = setup.meter_provider_for(settings, meter_provider)
-    if setup.owns_providers():
-        _register_at_exit()
+    _register_at_exit()
     new = Runtime(settings, tp, mp)
     with _swap_lock:
         old, RUNTIME = RUNTIME, new
@@ -354,19 +378,28 @@ def _after_fork_in_child() -> None:
         rt.after_fork()
 
 
+_at_exit_lock = threading.Lock()
 _at_exit_registered = False
 
 
 def _register_at_exit() -> None:
-    """Register the exit flush late, when the first worker starts: atexit runs handlers last-in first-out, and
-    ours must run before the SDK's own exit hooks shut the app's providers down (they register when the app
-    creates them, usually after ``import faithtrace``)."""
+    """Register the exit flush once, on the threading shutdown hooks (as ``concurrent.futures`` does), not
+    the host's ``atexit`` list: they run before every ``atexit`` handler, so our last evaluations are exported
+    before the SDK's exit hooks shut the app's providers down. ``atexit`` where the hook is missing."""
     global _at_exit_registered
-    if not _at_exit_registered:
+    with _at_exit_lock:
+        if _at_exit_registered:
+            return
         _at_exit_registered = True
+    host_state.register_exit_runner()  # first: the hooks run last-registered first
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
         atexit.register(_at_exit)
+        return
+    # RuntimeError: the interpreter is already shutting down, with nothing left to flush into.
+    with contextlib.suppress(RuntimeError):
+        register(_at_exit)
 
 
-ft_metrics.queue_depth = _queue_depth
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

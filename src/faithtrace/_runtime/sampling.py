@@ -11,29 +11,13 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from enum import IntEnum
 from typing import Final
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._config.settings import SamplingOptions
-
-
-class Reason(IntEnum):
-    """Why a call is (not) scored. The values index ``FunctionStats.sampled_out``, so counting a refusal on
-    the request path is one list increment; ``label`` is the ``faithtrace.sampling.reason`` metric value."""
-
-    SCORED = 0
-    PARENT = 1
-    RATIO = 2
-    BUDGET = 3
-    RATE_LIMIT = 4
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
+from faithtrace._telemetry.records import Reason
 
 # Module constants: the request path returns these without an enum attribute lookup per call.
 SCORED: Final = Reason.SCORED

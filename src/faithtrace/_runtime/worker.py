@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from faithtrace._runtime import loop
-from faithtrace._runtime.pending_span import Job, Offer, PendingSpan
+from faithtrace._runtime.pending_span import Offer, PendingSpan
+from faithtrace._telemetry.records import Job
 
 _MAX_KEPT_ERRORS: Final = 20
 # Spans finished per turn before the dispatcher lets the host's threads have the GIL back: a backlog is

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from faithtrace._telemetry import names as n
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 
 Export = Callable[[str, str], str]
 

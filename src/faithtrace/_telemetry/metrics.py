@@ -17,29 +17,11 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from faithtrace._common import safety
-from faithtrace._runtime.sampling import Reason
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry import setup
+from faithtrace._telemetry.records import FunctionStats, Reason
 from faithtrace._version import __version__
 from faithtrace.scoring.models import FaithfulnessResult, Outcome
-
-# Evaluation outcomes, with the pass/fail label where there is one (an alert on the share of failing answers
-# needs it on the counter, not only on the score histogram).
-OutcomeKey = tuple[str, str | None]
-
-
-class FunctionStats:
-    """Counters of one decorated function. Written without locks: a rare lost increment under thread
-    contention is an acceptable price for keeping the request path free of synchronisation."""
-
-    __slots__ = ("__weakref__", "calls", "name", "outcomes", "sampled_out")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.calls = 0
-        self.sampled_out = [0] * len(Reason)  # indexed by Reason
-        self.outcomes: dict[OutcomeKey, int] = {}
-
 
 _registry: weakref.WeakSet[FunctionStats] = weakref.WeakSet()
 _registry_lock = threading.Lock()
@@ -111,14 +93,6 @@ def _observe_annotations(_options: CallbackOptions) -> Iterable[Observation]:
     return [Observation(v, {n.ANNOTATION_STATUS: k}) for k, v in counts.items()]
 
 
-# Set by the runtime module: how many jobs the current worker holds (queued or running).
-queue_depth: Callable[[], int] = lambda: 0  # noqa: E731
-
-
-def _observe_queue(_options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(queue_depth())]
-
-
 class Instruments:
     """The instruments of one meter provider (created once per provider, however often configure() runs).
 
@@ -126,7 +100,14 @@ class Instruments:
     app); ``process`` adds the instruments that describe this process (calls, internal errors, queue depth),
     which a scorer exporting on an app's behalf must not report as the app's."""
 
-    def __init__(self, meter: Meter, stats: StatsSource | None = None, *, process: bool = True) -> None:
+    def __init__(
+        self,
+        meter: Meter,
+        stats: StatsSource | None = None,
+        *,
+        process: bool = True,
+        queue_depth: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.score = meter.create_histogram(
             n.METRIC_SCORE,
             unit="1",
@@ -193,7 +174,7 @@ class Instruments:
         )
         meter.create_observable_gauge(
             n.METRIC_QUEUE_DEPTH,
-            [_observe_queue],
+            [lambda _options: [Observation(queue_depth())]],
             unit="{evaluation}",
             description="Evaluations queued or running",
         )
@@ -206,7 +187,7 @@ class Instruments:
         fattrs = {n.FUNCTION: function}
         if result.score is not None:
             self.score.record(result.score, fattrs)
-        if result.outcome is not Outcome.ERROR:
+        if result.outcome not in (Outcome.ERROR, Outcome.INPUT_ERROR):
             self.claims.record(result.counts.total, fattrs)
         for verdict, count in (
             ("yes", result.counts.yes),
@@ -241,14 +222,15 @@ _instruments: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDicti
 _instruments_lock = threading.Lock()
 
 
-def instruments_for(meter_provider: Any) -> Instruments:
-    """The instruments on ``meter_provider`` (None: the global one), created on first use."""
+def instruments_for(meter_provider: Any, queue_depth: Callable[[], int]) -> Instruments:
+    """The instruments on ``meter_provider`` (None: the global one), created on first use; ``queue_depth``
+    reads the evaluations queued or running in this process."""
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     with _instruments_lock:
         found = _instruments.get(provider)
         if found is None:
             meter = provider.get_meter(n.INSTRUMENTATION_SCOPE, __version__)
-            found = Instruments(meter)
+            found = Instruments(meter, queue_depth=queue_depth)
             _instruments[provider] = found
         return found
 

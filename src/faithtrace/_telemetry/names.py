@@ -20,6 +20,8 @@ EVALUATION_SPAN: Final = "evaluate faithfulness"  # "{gen_ai.operation.name} {ge
 # A custom gen_ai.operation.name value: the registry has none for evaluations.
 EVALUATION_OPERATION: Final = "evaluate"
 JUDGE_OPERATION: Final = "chat"  # judge call spans are named "chat {model}", kind CLIENT
+# The RAG span's documents again, on an OpenInference RETRIEVER child: where Phoenix shows documents.
+RETRIEVER_SPAN: Final = "retrieved documents"
 
 # --- GenAI semantic-convention attributes -
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -94,6 +96,8 @@ CLAIM_EVENT: Final = "faithtrace.claim"
 CLAIM_INDEX: Final = "faithtrace.claim.index"
 CLAIM_TEXT: Final = "faithtrace.claim.text"
 CLAIM_VERDICT: Final = "faithtrace.claim.verdict"
+# What the verdict means: supported | contradicted | not_in_documents | not_confirmed (an unsure "yes").
+CLAIM_STATUS: Final = "faithtrace.claim.status"
 CLAIM_REASON: Final = "faithtrace.claim.reason"
 # Who decided the verdict (judge | proof | check), what the judge and the lexical check each said, whether
 # they disagree, and the judge's P(supported) where it returns log-probabilities.
@@ -133,6 +137,9 @@ EVAL_RAG_SPAN_ID: Final = "faithtrace.evaluation.rag.span_id"
 # --- Phoenix annotations (REST, not OTel): one per scored RAG span, shown in Phoenix's list columns -
 ANNOTATION_NAME: Final = "faithfulness"
 ANNOTATOR_KIND: Final = "LLM"
+# The resource attribute Phoenix files spans by, and its project for spans without one.
+OPENINFERENCE_PROJECT_NAME: Final = "openinference.project.name"
+PHOENIX_DEFAULT_PROJECT: Final = "default"
 
 OPENINFERENCE_KIND_CHAIN: Final = "CHAIN"
 OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
@@ -160,10 +167,11 @@ EXPORTER: Final = "faithtrace.exporter"  # prometheus
 METRIC_ANNOTATIONS: Final = "faithtrace.annotations"  # counter by status: sent | failed | dropped
 
 # Metric attributes: low-cardinality only, never text.
-# scored | no_claims | no_context | error | dropped | sampled_out | capture_error
+# scored | no_claims | no_context | input_error | error | dropped | sampled_out | capture_error
 OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
-ANNOTATION_STATUS: Final = "faithtrace.annotation.status"  # sent | failed | dropped
+# sent | failed | dropped (annotations); config_failed (the annotation config could not be registered)
+ANNOTATION_STATUS: Final = "faithtrace.annotation.status"
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"
 OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the call: nothing to score

@@ -19,16 +19,16 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from faithtrace._common.secrets import export_text
-from faithtrace._request.capture import Captured
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace._telemetry.records import Captured
+from faithtrace.judge import LLMCall
 from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
     from faithtrace._config.settings import CaptureOptions
-    from faithtrace._runtime.pending_span import Job
+    from faithtrace._telemetry.records import Job
 
 Attributes = dict[str, Any]
 
@@ -69,6 +69,29 @@ def rag_attributes(captured: Captured, function: str, options: CaptureOptions) -
     if export.truncated:
         attrs[n.TRUNCATED] = export.truncated
     return attrs
+
+
+def emit_retriever(tracer: Tracer, rag: trace.Span, rag_attrs: Attributes, function: str, at_ns: int) -> None:
+    """A RETRIEVER child of the RAG span with the question and the documents: Phoenix shows a span's documents
+    only for that kind (a CHAIN span shows its input and output), so this is where the sources show, next to
+    the RAG span with the answer. Made of the RAG span's exported texts (capped, scrubbed, redacted);
+    nothing without content capture or documents. Zero-length at the call's end: it records what was
+    retrieved, not how long retrieving took. ``faithtrace.function`` marks it as faithtrace's own
+    (``faithtrace serve`` never reads it as the app's retriever)."""
+    docs = {k: v for k, v in rag_attrs.items() if k.startswith(_DOCUMENTS_PREFIX)}
+    if not docs:
+        return
+    attrs: Attributes = {n.OPENINFERENCE_SPAN_KIND: n.OPENINFERENCE_KIND_RETRIEVER, n.FUNCTION: function}
+    attrs.update(docs)
+    if n.INPUT_VALUE in rag_attrs:
+        attrs[n.INPUT_VALUE] = rag_attrs[n.INPUT_VALUE]
+    span = tracer.start_span(
+        n.RETRIEVER_SPAN, context=trace.set_span_in_context(rag), attributes=attrs, start_time=at_ns
+    )
+    span.end(end_time=at_ns)
+
+
+_DOCUMENTS_PREFIX = n.RETRIEVAL_DOCUMENT_CONTENT.split("{", 1)[0]
 
 
 def remote_attributes(
@@ -213,7 +236,11 @@ def evaluation_output(result: FaithfulnessResult, options: CaptureOptions, expor
     claims: list[dict[str, Any]] = []
     for claim in result.claims[: options.max_claim_events]:
         # Who decided, and any judge/check disagreement, readable in UIs that show only output.value.
-        item: dict[str, Any] = {"verdict": claim.verdict, "decided_by": claim.decided_by}
+        item: dict[str, Any] = {
+            "verdict": claim.verdict,
+            "status": claim.status,
+            "decided_by": claim.decided_by,
+        }
         if claim.disagreement:
             item.update(judge_verdict=claim.judge_verdict, check_verdict=claim.check_verdict)
         if claim.p_supported is not None:
@@ -307,6 +334,7 @@ def emit_evaluation(
         attrs: Attributes = {
             n.CLAIM_INDEX: index,
             n.CLAIM_VERDICT: claim.verdict,
+            n.CLAIM_STATUS: claim.status,
             n.CLAIM_DECIDED_BY: claim.decided_by,
             n.CLAIM_DISAGREEMENT: claim.disagreement,
         }

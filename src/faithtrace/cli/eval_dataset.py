@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from faithtrace._common.unicode import valid_text
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.cli.metrics import LABELS, Summary, summarise
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.pipeline import run_pipeline
 
@@ -56,7 +57,9 @@ def parse_row(line_no: int, text: str) -> Row | str:
         row_id = f"line-{line_no}"
     elif not isinstance(row_id, str | int):
         return f"{where}: 'id' must be a string or a number"
-    return Row(line_no, str(row_id), question, contexts, answer, label)
+    # The id is written back as it is: a lone surrogate ("\ud800" in the JSON) could not be (the texts are
+    # cleaned by the pipeline).
+    return Row(line_no, valid_text(str(row_id))[0], question, contexts, answer, label)
 
 
 def load_rows(path: Path) -> tuple[list[Row], list[str]]:
@@ -151,6 +154,10 @@ def print_summary(out: Output, s: Summary) -> None:
     rows = [
         ["evaluations", str(s.rows)],
         ["outcomes", outcomes],
+        [
+            "labels",
+            f"pass {s.passed}, fail {s.failed} ({s.failed_for_contradiction} for a contradicted claim alone)",
+        ],
         ["mean score", _fmt(s.mean_score)],
         ["mean faithfulness", _fmt(s.mean_faithfulness)],
         ["tokens / evaluation", _fmt(s.tokens_per_eval, ".0f")],

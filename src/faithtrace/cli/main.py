@@ -13,9 +13,9 @@ from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeEr
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
 from faithtrace.cli.output import Output
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge
 from faithtrace.scoring.detection import needs_judge
-from faithtrace.scoring.models import ClaimVerdict, FaithfulnessResult, IdkPolicy
+from faithtrace.scoring.models import STATUS_TEXT, ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
 
 
@@ -167,7 +167,10 @@ def _detector_cell(claim: ClaimVerdict) -> str:
 
 def _print_result(out: Output, result: FaithfulnessResult) -> None:
     detector = result.detector
-    rows = [[str(i + 1), c.verdict, c.text, c.reason or ""] for i, c in enumerate(result.claims)]
+    rows = [
+        [str(i + 1), f"{c.verdict} ({STATUS_TEXT[c.status]})", c.text, c.reason or ""]
+        for i, c in enumerate(result.claims)
+    ]
     rows += [["-", "not judged", text, "not counted in the score"] for text in result.unjudged]
     headers = ["#", "verdict", "claim", "reason"]
     if detector is not None and detector.error is None:

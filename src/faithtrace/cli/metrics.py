@@ -62,6 +62,9 @@ class Confusion:
 class Summary:
     rows: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    passed: int = 0
+    failed: int = 0
+    failed_for_contradiction: int = 0  # failed with a score at or above the threshold: a contradicted claim
     mean_score: float | None = None
     mean_faithfulness: float | None = None
     tokens_per_eval: float | None = None
@@ -85,6 +88,10 @@ def summarise(records: Sequence[Mapping[str, Any]], threshold: float) -> Summary
     s = Summary(rows=len(records), threshold=threshold)
     s.outcomes = Counter(str(r.get("outcome")) for r in records)
     scores = [float(r["score"]) for r in records if r.get("score") is not None]
+    s.passed = sum(r.get("passed") is True for r in records)
+    failed = [r for r in records if r.get("passed") is False]
+    s.failed = len(failed)
+    s.failed_for_contradiction = sum(float(r.get("score") or 0.0) >= threshold for r in failed)
     s.mean_score = _mean(scores)
     s.mean_faithfulness = _mean(
         [float(r["faithfulness"]) for r in records if r.get("faithfulness") is not None]

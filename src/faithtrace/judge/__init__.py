@@ -1,10 +1,16 @@
-"""The judge: the only code that calls an LLM. ``llm`` is the client; ``local`` is the embedded judge."""
+"""The judge: the only code that calls an LLM. ``llm`` is the client; ``local`` is the embedded judge.
+
+What scoring and the fleet use is exported here; the folders are the judges' own business.
+"""
 
 from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
+from faithtrace.judge.llm import load_litellm
 from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.judge.llm.client import Endpoint, Judge, JudgeReply, OutputRejected
+from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs
 
 __all__ = [
+    "RETRYABLE",
     "Endpoint",
     "Judge",
     "JudgeReply",
@@ -12,4 +18,6 @@ __all__ = [
     "LLMCall",
     "OutputRejected",
     "StructuredOutput",
+    "TokenLogprobs",
+    "load_litellm",
 ]

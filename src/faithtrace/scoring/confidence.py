@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from faithtrace.judge.llm.reply import TokenLogprobs
+from faithtrace.judge import TokenLogprobs
 from faithtrace.scoring.models import Verdict
 
 VERDICTS: tuple[Verdict, ...] = ("yes", "no", "idk")
@@ -68,13 +68,22 @@ def verdict_distributions(tokens: Sequence[TokenLogprobs], n: int) -> list[dict[
 def decide(judged: Verdict, dist: dict[Verdict, float] | None, min_p_supported: float) -> Verdict:
     """The verdict with the judge's confidence applied: "yes" iff P(yes) >= ``min_p_supported``.
 
-    Otherwise the judge's own verdict when it was not "yes", else its more likely alternative. Without a
-    distribution (or with the threshold at 0), the sampled verdict stands.
+    A "yes" the judge was not that sure of is "idk" (not confirmed), never "no": a hesitant "yes" says the
+    judge leans towards support, and reporting it as a contradiction would tell users the documents say
+    otherwise. A "no" or "idk" stands unless the judge's own P(yes) clears the bar. Without a distribution
+    (or with the threshold at 0), the sampled verdict stands.
     """
     if dist is None or min_p_supported <= 0.0:
         return judged
     if dist["yes"] >= min_p_supported:
         return "yes"
-    if judged != "yes":
-        return judged
-    return "no" if dist["no"] >= dist["idk"] else "idk"
+    return "idk" if judged == "yes" else judged
+
+
+def note(judged: Verdict, decided: Verdict, dist: dict[Verdict, float] | None) -> str | None:
+    """Why ``decided`` differs from what the judge wrote, in a reader's words; None when it does not."""
+    if decided == judged or dist is None:
+        return None
+    if judged == "yes":
+        return f"the judge was unsure (P(yes) {dist['yes']:.2f})"
+    return f"the judge wrote {judged} but put P(yes) {dist['yes']:.2f} on yes"

@@ -65,3 +65,19 @@ def subset(data: steps.VerdictsInput, keep: Sequence[int]) -> steps.VerdictsInpu
             "focus": None if data.focus is None else [data.focus[i] for i in keep],
         }
     )
+
+
+def note(left: int, clean: int, budget: int) -> str:
+    """The reason's note on ``left`` claims not judged, ``clean`` of them with nothing the checks doubt."""
+    one = left == 1
+    checked = (
+        ("found nothing against it" if clean else "doubt it")
+        if one
+        else f"found nothing against {clean} of them"
+    )
+    return (
+        f"({left} claim{'' if one else 's'} {'was' if one else 'were'} not judged and "
+        f"{'is' if one else 'are'} not counted in the score: {'it' if one else 'they'} did not fit the "
+        f"judge token budget of {budget} tokens per evaluation (scoring.judge_token_budget); the checks "
+        f"{checked}.)"
+    )

@@ -9,12 +9,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from faithtrace._config.scoring_options import IdkPolicy
-from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge import LLMCall
 
 __all__ = [
+    "ClaimStatus",
     "ClaimVerdict",
     "DetectorReport",
     "DetectorSpan",
@@ -29,6 +30,14 @@ __all__ = [
 ]
 
 Verdict = Literal["yes", "no", "idk"]
+# What a claim's verdict means to a reader, in words (``ClaimVerdict.status``; ``STATUS_TEXT`` shows them).
+ClaimStatus = Literal["supported", "contradicted", "not_in_documents", "not_confirmed"]
+STATUS_TEXT: dict[ClaimStatus, str] = {
+    "supported": "supported",
+    "contradicted": "contradicted",
+    "not_in_documents": "not in the documents",
+    "not_confirmed": "not confirmed",
+}
 
 
 class Outcome(StrEnum):
@@ -37,6 +46,7 @@ class Outcome(StrEnum):
     SCORED = "scored"
     NO_CLAIMS = "no_claims"  # the answer states nothing checkable: no score, never 1.0
     NO_CONTEXT = "no_context"  # nothing was retrieved: every claim is unsupported, score 0
+    INPUT_ERROR = "input_error"  # the texts could not be scored as given (a wrong type, unsendable text)
     ERROR = "error"
 
 
@@ -65,7 +75,9 @@ class ClaimVerdict(BaseModel):
     from ``judge_verdict`` the two disagree (``disagreement``), whatever the policy made of it.
     ``p_supported`` is the judge's probability that the claim is supported, read from the verdict token's
     log-probabilities where the judge returns them (the embedded judge does), or, for a claim the detector
-    decided, one minus the highest P(not supported) of its tokens.
+    decided, one minus the highest P(not supported) of its tokens. A "yes" the judge wrote with less than
+    ``ScoringOptions.min_p_supported`` counts as "idk" (``judge_verdict`` stays "yes"): the judge was unsure,
+    which is not a contradiction. ``status`` says which of these a reader is looking at.
 
     ``detector_verdict`` is the trained detector's view, wherever a detector ran: ``idk`` (not supported)
     for a claim holding a flagged span (``detector_spans``), else ``yes``. Next to a judge it is recorded,
@@ -91,6 +103,20 @@ class ClaimVerdict(BaseModel):
         if self.detector_verdict is None:
             return False
         return (self.detector_verdict == "yes") != (self.verdict == "yes")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> ClaimStatus:
+        """``supported`` (yes), ``contradicted`` (no: the judge's "no" or a mechanical contradiction),
+        ``not_confirmed`` (idk because the judge wrote "yes" without enough confidence) or
+        ``not_in_documents`` (any other idk: the judge's own, or the checks found words no document uses)."""
+        if self.verdict == "yes":
+            return "supported"
+        if self.verdict == "no":
+            return "contradicted"
+        if self.decided_by == "judge" and self.judge_verdict == "yes":
+            return "not_confirmed"
+        return "not_in_documents"
 
     @property
     def disagreement(self) -> bool:

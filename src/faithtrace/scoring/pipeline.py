@@ -20,11 +20,21 @@ from typing import Literal
 from faithtrace._common.errors import DetectorError, JudgeError, LocalJudgeError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.llm.client import Judge
-from faithtrace.scoring import detection, grounding, judge_budget, proof, reasons, steps, verdict_checks
+from faithtrace.judge import Judge
+from faithtrace.scoring import (
+    detection,
+    grounding,
+    inputs,
+    judge_budget,
+    proof,
+    reasons,
+    steps,
+    verdict_checks,
+)
 from faithtrace.scoring import score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
+    STATUS_TEXT,
     ClaimVerdict,
     DetectorReport,
     ErrorInfo,
@@ -38,25 +48,6 @@ from faithtrace.scoring.models import (
 logger = logging.getLogger("faithtrace")
 
 StepName = Literal["truths", "claims", "verdicts", "reason"]
-
-
-def prepare_contexts(contexts: Sequence[str], max_chars: int) -> tuple[list[str], bool]:
-    """Non-blank documents, in order, cut to ``max_chars`` in total; and whether anything was cut."""
-    documents: list[str] = []
-    budget = max_chars
-    cut = False
-    for text in contexts:
-        doc = text.strip()
-        if not doc:
-            continue
-        if budget <= 0:
-            cut = True
-            break
-        if len(doc) > budget:
-            doc, cut = doc[:budget], True
-        documents.append(doc)
-        budget -= len(doc)
-    return documents, cut
 
 
 def step_usage(
@@ -111,7 +102,10 @@ class _Run:
     def failed(self, step: StepName, exc: BaseException, t0: float) -> FaithfulnessResult:
         self.record(step, _calls_of(exc), t0)
         logger.debug("faithtrace: %s step failed: %s", step, exc)
-        return self.result(Outcome.ERROR, error=_error_info(step, exc))
+        error = _error_info(step, exc)
+        # A request the texts themselves broke is the input's fault, not the judge's.
+        outcome = Outcome.INPUT_ERROR if error.type == inputs.INPUT_ERROR else Outcome.ERROR
+        return self.result(outcome, error=error)
 
 
 async def _truths(run: _Run, documents: Sequence[str], cache: TruthCache) -> list[LLMCall]:
@@ -152,11 +146,8 @@ async def _reason(
         run.record("reason", [], t0)
         text = reasons.scored_reason(counts, verdicts)
     else:
-        score_text = (
-            f"{value:.2f} ({counts.yes} of {counts.total} claims supported, {counts.no} contradicted, "
-            f"{counts.idk} not found in the documents)"
-        )
-        findings = [(v.text, v.verdict, v.reason) for v in unsupported]
+        score_text = f"{value:.2f} ({reasons.summary(verdicts).rstrip('.')})"
+        findings = [(v.text, STATUS_TEXT[v.status], v.reason) for v in unsupported]
         try:
             out, calls = await steps.write_reason(
                 run.judge, steps.ReasonInput(score_text=score_text, findings=findings)
@@ -258,11 +249,7 @@ async def _judge(
     left = [i for i in range(len(claims)) if i not in keep]
     if left:
         clean = sum(1 for i in left if judge_budget.doubt(claims[i], found[i]) == 2)
-        run.notes.append(
-            f"({len(left)} claim(s) were not judged and are not counted in the score: they did not fit the "
-            f"judge token budget of {budget} tokens per evaluation (scoring.judge_token_budget); the checks "
-            f"found nothing against {clean} of them.)"
-        )
+        run.notes.append(judge_budget.note(len(left), clean, budget))
     judged, calls = await steps.judge_claims(
         run.judge, judge_budget.subset(asked, keep), run.options.verdict_batch_size
     )
@@ -280,9 +267,13 @@ async def run_pipeline(
 ) -> FaithfulnessResult:
     """Score ``answer`` against ``contexts``. Never raises for judge failures: returns ``outcome=error``."""
     run = _Run(judge=judge, options=options)
-    if isinstance(contexts, str):  # one document, not a sequence of characters
-        contexts = [contexts]
-    documents, cut = prepare_contexts(contexts, options.max_context_chars)
+    try:
+        query, contexts, answer, replaced = inputs.checked(query, contexts, answer)
+    except inputs.BadInput as exc:
+        return run.result(Outcome.INPUT_ERROR, error=ErrorInfo(type=inputs.INPUT_ERROR, message=str(exc)))
+    if replaced:
+        run.notes.append(inputs.replaced_note(replaced))
+    documents, cut = inputs.prepare_contexts(contexts, options.max_context_chars)
     if cut:
         run.notes.append(f"(The retrieved context was cut to {options.max_context_chars} characters.)")
     text = answer.strip()
@@ -366,13 +357,19 @@ async def run_pipeline(
     else:
         value, faithful = scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
 
-    # 5. the reason.
+    # 5. the label: the score against the threshold, and no contradicted claim (fail_on_contradiction).
+    passed = scoring.passed(value, options.threshold)
+    failing = reasons.contradiction_failure(verdicts) if options.fail_on_contradiction else None
     reason = await _reason(run, counts, value, verdicts, outcome)
+    if passed and failing is not None:
+        # The ratio alone would pass it: say first what fails it.
+        passed = False
+        reason = None if reason is None else f"{failing} {reason}"
     return run.result(
         outcome,
         score=value,
         faithfulness=faithful,
-        passed=scoring.passed(value, options.threshold),
+        passed=passed,
         counts=counts,
         claims=verdicts,
         unjudged=unjudged,

@@ -198,11 +198,11 @@ def focus_verdict_messages(
 
 # --- reason ---------------------------------------------------------------------------------------
 def reason_messages(score_text: str, findings: Sequence[tuple[str, str, str | None]]) -> list[dict[str, str]]:
-    """``findings``: (claim, verdict, judge's reason) for every claim that was not supported."""
+    """``findings``: (claim, what it is in words, its reason) for every claim that was not supported:
+    "contradicted", "not in the documents" or "not confirmed" (``models.STATUS_TEXT``)."""
     lines = []
-    for claim, verdict, why in findings:
-        label = "contradicted by the documents" if verdict == "no" else "not found in the documents"
-        lines.append(f"- {claim} [{label}]" + (f" ({why})" if why else ""))
+    for claim, status, why in findings:
+        lines.append(f"- {claim} [{status}]" + (f" ({why})" if why else ""))
     user = (
         block("findings", "\n".join(lines))
         + f"\n\nThe answer's faithfulness score is {score_text}. The claims listed above were not supported "

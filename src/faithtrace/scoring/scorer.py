@@ -15,8 +15,7 @@ from faithtrace._common import safety
 from faithtrace._common.errors import DetectorError, FaithtraceError
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.judge.llm import _litellm
-from faithtrace.judge.llm.client import Judge
+from faithtrace.judge import Judge, load_litellm
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult, Outcome
 from faithtrace.scoring.pipeline import run_pipeline
@@ -80,7 +79,7 @@ class Scorer:
                     await _off_loop(self.judge.endpoint)
                     # litellm takes seconds to import; done here, it does not freeze the loop (and with it
                     # the timeouts and cancellation of every evaluation in flight).
-                    await _off_loop(_litellm.load)
+                    await _off_loop(load_litellm)
                 if self.options.verdict_source == "detector":
                     await _off_loop(self._load_detector)
             except FaithtraceError as exc:

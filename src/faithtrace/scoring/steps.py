@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from faithtrace.judge.llm.client import Judge, OutputRejected
+from faithtrace.judge import Judge, OutputRejected
 from faithtrace.scoring import confidence, prompts
 from faithtrace.scoring.models import ClaimVerdict, LLMCall, Verdict
 
@@ -154,7 +154,7 @@ class VerdictsOutput(BaseModel):
 
 class ReasonInput(BaseModel):
     score_text: str
-    findings: list[tuple[str, Verdict, str | None]]
+    findings: list[tuple[str, str, str | None]]  # (claim, STATUS_TEXT of its status, its reason)
 
 
 class ReasonOutput(BaseModel):
@@ -250,14 +250,15 @@ async def judge_batch(
         dist = by_item.get(id(item))
         verdict = confidence.decide(item.verdict, dist, min_p_supported)
         reason = (item.reason or "").strip() or None
-        if verdict != item.verdict:
-            note = f"the judge wrote {item.verdict} with P(yes) = {dist['yes']:.2f}" if dist else ""
+        note = confidence.note(item.verdict, verdict, dist)
+        if note:
             reason = f"{reason} ({note})" if reason else note
         verdicts.append(
             ClaimVerdict(
                 text=claim,
                 verdict=verdict,
                 reason=reason,
+                judge_verdict=item.verdict,  # what the judge wrote, whatever its confidence made of it
                 p_supported=None if dist is None else round(dist["yes"], 4),
             )
         )
@@ -345,7 +346,8 @@ def _questions(data: VerdictsInput) -> list[tuple[list[int], list[list[str]] | N
 
 def _focus_reason(verdict: ClaimVerdict, words: Sequence[str]) -> ClaimVerdict:
     """Say which words the judge was asked about, where it did not find them: that is what a reader checks."""
-    if verdict.verdict == "yes":
+    if verdict.verdict == "yes" or verdict.judge_verdict == "yes":
+        # A hesitant "yes" found the words, just not surely: its reason already says so.
         return verdict
     shown = ", ".join(f"'{w}'" for w in words[:6])
     note = f"the judge did not find {shown} in the evidence"

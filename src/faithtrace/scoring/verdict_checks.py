@@ -9,9 +9,10 @@ Three rules, in this order of power:
   parallel clause (``contradictions``); "idk" when its numbers, most of its words or three of them are
   nowhere in the documents; "yes" otherwise) is recorded next to it, so a disagreement is visible on the
   claim and its event, whoever wins.
-* ``verdict_policy`` decides whether the checks may lower a judge's "yes" to their own verdict, recorded as
-  ``decided_by="check"``: never (``judge``, the default with any configured model); when a number of the
-  claim (compared by value) is nowhere in the documents (``numbers``); that, a mechanical contradiction, or
+* ``verdict_policy`` decides whether the checks may lower a judge's "yes" (also one the judge was unsure
+  of, already "idk") to their own verdict, recorded as ``decided_by="check"``: never (``judge``, the default
+  with any configured model); when a number of the claim (compared by value) is nowhere in the documents
+  (``numbers``); that, a mechanical contradiction, or
   added material, three or more words no document uses (``checks``, the default with the embedded judge,
   which says "yes" to a swapped year, to "the landlord pays the tenant" against "the tenant pays the
   landlord", and to plausible details the documents never give); or whenever the checks disagree
@@ -76,12 +77,21 @@ def apply(
             continue
         contra = contradictions.find(v.text, g.near)
         check = check_verdict(g, contra)
-        update: dict[str, object] = {"judge_verdict": v.verdict, "check_verdict": check}
-        if v.verdict == "yes" and lowers(policy, g, contra):
+        # What the judge wrote: a "yes" it was unsure of is already "idk" here (``confidence``), and is
+        # still a "yes" the checks may lower, to "no" for a mechanical contradiction.
+        said = v.judge_verdict or v.verdict
+        update: dict[str, object] = {"judge_verdict": said, "check_verdict": check}
+        if said == "yes" and check != "yes" and lowers(policy, g, contra):
             # The judge's own reason stays readable next to why its verdict was lowered.
-            note = DISAGREEMENT_NOTE.format(judge=v.verdict, check=check, why=_why(g, contra, check))
+            note = DISAGREEMENT_NOTE.format(judge=said, check=check, why=_why(g, contra, check))
             update.update(
-                verdict=check, decided_by="check", reason=f"{v.reason} ({note})" if v.reason else note
+                verdict=check if _RANK[check] < _RANK[v.verdict] else v.verdict,
+                decided_by="check",
+                reason=f"{v.reason} ({note})" if v.reason else note,
             )
         out.append(v.model_copy(update=update))
     return out
+
+
+# How far a verdict is from supporting the claim: a lowered verdict never ends up higher than it was.
+_RANK: dict[Verdict, int] = {"no": 0, "idk": 1, "yes": 2}

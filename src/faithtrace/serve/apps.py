@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from faithtrace._config import options
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
-from faithtrace._telemetry.metrics import FunctionStats
+from faithtrace._telemetry.records import FunctionStats
 from faithtrace._version import __version__
 
 SpanExporterFactory = Callable[[], SpanExporter]

@@ -29,9 +29,9 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
-from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import spans
-from faithtrace.judge.llm.reply import RETRYABLE
+from faithtrace._telemetry.records import Job
+from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer as ScoringScorer
 from faithtrace.serve.admission import Admission

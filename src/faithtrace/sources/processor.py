@@ -22,9 +22,9 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
 from faithtrace._runtime import runtime
-from faithtrace._runtime.pending_span import Job
 from faithtrace._telemetry import names as n
-from faithtrace._telemetry.metrics import FunctionStats, register
+from faithtrace._telemetry.metrics import register
+from faithtrace._telemetry.records import FunctionStats, Job
 from faithtrace.sources.assemble import Assembler, Resolved
 from faithtrace.sources.spans import SpanView, cut, role_of
 

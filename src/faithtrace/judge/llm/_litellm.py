@@ -1,11 +1,12 @@
-"""Importing litellm without touching the host's environment.
+"""Importing litellm without touching the host's environment, logging, warnings filters or exit handlers.
 
 litellm fetches its model price map from the internet at import unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is
 true: a service must not stall on that, and offline machines would wait for a timeout. The bundled map is good
 enough for our costs. The variable is read once, at import, so faithtrace sets it only around its own first
 import of litellm and then restores the environment exactly as it was (litellm's own changes at import, such
 as ``TIKTOKEN_CACHE_DIR``, are undone too; a host thread changing the environment during that window, about a
-second once per process, would see its change undone as well).
+second once per process, would see its change undone as well). The same window restores the host's logging,
+``warnings`` filters and exit handlers, which litellm's import rewrites (``faithtrace._common.host_state``).
 
 When the host has already imported litellm, its price map is whatever the host chose (the module is shared)
 and the variable is not set; litellm's lazy tokenizer import, which sets ``TIKTOKEN_CACHE_DIR``, is still done
@@ -22,7 +23,13 @@ import sys
 import threading
 from typing import Any
 
+from faithtrace._common import host_state
+
 _VAR = "LITELLM_LOCAL_MODEL_COST_MAP"
+# litellm's own loggers ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router") print to stderr through a handler of
+# their own; in a host that did not import litellm itself, that output would be ours, and we report judge
+# failures in results, spans and one rate-limited warning instead.
+_LITELLM_LOGGERS = ("LiteLLM", "litellm")
 _lock = threading.Lock()
 _ready = False
 
@@ -44,26 +51,23 @@ def load() -> Any:
 
 
 def _import_quietly() -> None:
-    before = dict(os.environ)
-    if "litellm" not in sys.modules:
-        os.environ.setdefault(_VAR, "True")
-    try:
+    with host_state.preserved(muted=_LITELLM_LOGGERS):
+        if "litellm" not in sys.modules:
+            os.environ.setdefault(_VAR, "True")
         importlib.import_module("litellm")
         # Imported lazily by litellm on its first token count, and it sets TIKTOKEN_CACHE_DIR (to its bundled
         # tokenizers) for good: done now, inside the window whose changes are undone.
         with contextlib.suppress(Exception):
             importlib.import_module("litellm.litellm_core_utils.default_encoding")
-    finally:
-        _restore(before)
-
-
-def _restore(before: dict[str, str]) -> None:
-    """Undo every change to ``os.environ`` since ``before``."""
-    for name in [n for n in os.environ if n not in before]:
-        del os.environ[name]
-    for name, value in before.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
+        # litellm's response models finish building their pydantic schemas on first use, and that build warns
+        # about a TypedDict qualifier; litellm's import filtered such warnings process-wide, which the window
+        # undoes. Building them now, while its filters stand, keeps that warning off the host's stderr.
+        with contextlib.suppress(Exception):
+            sys.modules["litellm"].ModelResponse()
+        # The first lazy attribute registers litellm's exit handler for its HTTP clients: done now, inside the
+        # window, so that the handler is kept off the host's list and run by faithtrace's exit flush.
+        with contextlib.suppress(Exception):
+            getattr(sys.modules["litellm"], "supports_response_schema", None)
 
 
 def _after_fork_in_child() -> None:

@@ -10,7 +10,23 @@ from typing import Any
 from pydantic import ValidationError
 
 
+def _caused_by_text(exc: BaseException) -> bool:
+    """The request could not be built from the texts (a character UTF-8 cannot encode): the input's fault,
+    however litellm wraps it (it reports an encoding failure as an ``APIConnectionError``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, UnicodeError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    message = str(exc)
+    return "codec can't encode" in message or "surrogates not allowed" in message
+
+
 def error_type(exc: BaseException) -> str:
+    if _caused_by_text(exc):
+        return "input_error"  # never retried, and never blamed on the judge's setup
     name = type(exc).__name__
     mapping = {
         "Timeout": "timeout",

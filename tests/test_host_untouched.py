@@ -1,0 +1,239 @@
+# ruff: noqa: F811  (fixtures are imported into this module by name)
+"""The host process after faithtrace's first evaluation is the host process before it.
+
+Each case is a fresh interpreter playing a host app: it logs at INFO through ``httpx`` (a real request over a
+real transport) and through ``uvicorn``'s access logger (a line with a session token in it, as uvicorn logs a
+query string), then decorates an answer function, configures faithtrace with a judge reached through litellm's
+real client (only the judge's replies are scripted, on loopback), serves one request, and logs the same lines
+again. What the host printed, its loggers, ``warnings`` filters, exit handlers and environment are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from _fake_judge import fake_judge  # noqa: F401  (fixture)
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+TESTS = str(Path(__file__).resolve().parent)
+
+
+def _run(code: str, env_extra: dict[str, str] | None = None) -> dict[str, Any]:
+    # A clean environment: the suite's own conftest sets variables (LITELLM_*, PYTEST_*) that hide changes.
+    ours = ("FAITHTRACE_", "LITELLM_", "PYTEST_", "OTEL_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    env.pop("TIKTOKEN_CACHE_DIR", None)
+    env.update(env_extra or {}, PYTHONPATH=os.pathsep.join([SRC, TESTS]))
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _judge_env(fake: Any) -> dict[str, str]:
+    return {
+        "FAITHTRACE_JUDGE_MODEL": "openai/fake-judge",
+        "FAITHTRACE_JUDGE_API_BASE": fake.base_url + "/v1",
+        "FAITHTRACE_JUDGE_API_KEY": "x",
+        "FAITHTRACE_JUDGE_MAX_RETRIES": "0",
+    }
+
+
+_HOST = """
+    import atexit, io, json, logging, os, sys, warnings
+    import httpx
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    access = logging.getLogger("uvicorn.access")
+    logging.getLogger("uvicorn.error")
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, text="hi")))
+
+    def host_logs():
+        stream.seek(0)
+        stream.truncate()
+        client.get("http://service.internal/items?page=2")
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET",
+                    "/cart?session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "1.1", 200)
+        logging.getLogger("asyncio").info("host loop note")
+        return stream.getvalue().splitlines()
+
+    def state():
+        loggers = {}
+        for name, logger in sorted(logging.root.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger):
+                handlers = [repr(h) for h in logger.handlers]
+                filters = [type(f).__qualname__ for f in logger.filters]
+                loggers[name] = [logger.level, handlers, filters, logger.propagate, logger.disabled]
+        root = logging.getLogger()
+        return {
+            "loggers": loggers,
+            "root": [root.level, [repr(h) for h in root.handlers], len(root.filters)],
+            "warnings": [repr(f) for f in warnings.filters],
+            "exit_handlers": atexit._ncallbacks(),
+            "environ": dict(os.environ),
+        }
+
+    def changes(before, after):
+        found = []
+        for key in ("root", "warnings", "exit_handlers", "environ"):
+            if before[key] != after[key]:
+                found.append([key, before[key], after[key]])
+        for name in sorted(set(before["loggers"]) | set(after["loggers"])):
+            old, new = before["loggers"].get(name), after["loggers"].get(name)
+            if old is None:
+                # A logger the evaluation created is a library's own; it must not filter, drop or print
+                # records by itself (a NullHandler is the libraries' convention and changes nothing).
+                level, handlers, filters, propagate, disabled = new
+                if level or filters or disabled or [h for h in handlers if "NullHandler" not in h]:
+                    found.append(["new logger " + name, None, new])
+            elif old != new:
+                found.append(["logger " + name, old, new])
+        return found
+"""
+
+
+def test_the_first_evaluation_leaves_logging_warnings_exit_handlers_and_environment_alone(
+    fake_judge: Any,
+) -> None:
+    result = _run(
+        _HOST
+        + """
+    import faithtrace
+    faithtrace.configure()  # judge from FAITHTRACE_JUDGE_*: the first evaluation imports litellm
+
+    @faithtrace.trace_faithfulness
+    def answer(question, contexts):
+        return "Blue is the sky."  # reworded: the judge decides it
+
+    lines_before, state_before = host_logs(), state()
+    answer("What colour is the sky?", ["The sky is blue."])
+    assert faithtrace.flush(300)
+    import litellm  # loaded by the evaluation, not by the host
+    lines_after, state_after = host_logs(), state()
+    print(json.dumps({"before": lines_before, "after": lines_after,
+                      "changes": changes(state_before, state_after)}))
+    """,
+        _judge_env(fake_judge),
+    )
+    assert len(result["before"]) == 3
+    assert any("HTTP Request: GET http://service.internal/items?page=2" in line for line in result["before"])
+    assert any("session=eyJhbGciOiJIUzI1NiJ9" in line for line in result["before"])
+    assert result["after"] == result["before"]
+    assert result["changes"] == []
+    assert len(fake_judge.requests) >= 1  # the judge was really asked, through litellm
+
+
+def test_litellm_exit_handlers_still_run_at_exit_after_faithtraces_own(fake_judge: Any) -> None:
+    """The handlers litellm registers at import are taken off the host's list, not lost: faithtrace's exit
+    flush runs them after its own shutdown."""
+    result = _run(
+        """
+    import atexit, json
+    import faithtrace
+    from faithtrace._common import host_state as _host_state
+    faithtrace.evaluate("Sky?", ["The sky is blue."], "Blue is the sky.")
+    deferred = [f"{f.__module__}.{f.__qualname__}" for f, _a, _k in _host_state._deferred_exit]
+    print(json.dumps({"deferred": deferred}))
+    """,
+        _judge_env(fake_judge),
+    )
+    assert any(name.startswith("litellm.") for name in result["deferred"])
+
+
+# --- configuration from the environment alone (no configure() call) ---------------------------------------
+class _OTLPReceiver(BaseHTTPRequestHandler):
+    spans: list[str]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path == "/v1/traces":
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)  # the real OTLP protobuf, decoded
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    self.spans.extend(span.name for span in scope_spans.spans)
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+
+@pytest.fixture
+def otlp_receiver() -> Iterator[tuple[str, list[str]]]:
+    spans: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_OTLPReceiver,), {"spans": spans}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", spans
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+_DECORATED_APP = """
+    import json
+    import faithtrace
+
+    @faithtrace.trace_faithfulness(name="bot")
+    def answer(question, contexts):
+        return "The capital of France is Paris."
+
+    answer("q", ["Paris is the capital of France."])
+    answer("q", ["Paris is the capital of France."])
+    assert faithtrace.flush(300)
+"""
+
+
+def test_otlp_variables_alone_export_without_configure(fake_judge: Any, otlp_receiver: Any) -> None:
+    endpoint, spans = otlp_receiver
+    _run(
+        _DECORATED_APP
+        + """
+    faithtrace.shutdown()
+    print(json.dumps({}))
+    """,
+        {
+            **_judge_env(fake_judge),
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_SERVICE_NAME": "env-only",
+        },
+    )
+    assert spans.count("bot") == 2
+    assert spans.count("evaluate faithfulness") == 2
+
+
+def test_prometheus_variable_alone_serves_metrics_without_configure(fake_judge: Any) -> None:
+    result = _run(
+        _DECORATED_APP
+        + """
+    import urllib.request
+    from faithtrace._telemetry.setup import prometheus_address
+    host, port = prometheus_address()
+    body = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10).read().decode()
+    faithtrace.shutdown()
+    print(json.dumps({"metrics": body}))
+    """,
+        {**_judge_env(fake_judge), "FAITHTRACE_PROMETHEUS_PORT": "0"},
+    )
+    scored = 'faithtrace_evaluations_total{faithtrace_function="bot",faithtrace_outcome="scored"'
+    assert scored in result["metrics"]
