@@ -6,7 +6,10 @@ so an unknown component, a misspelt key or an invalid value fails here as it wou
 
 from __future__ import annotations
 
+import re
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +22,14 @@ from _fleet_fixtures import (
     GROUPBYTRACE_OVERLAY,
     K8S_KIT,
     LB_EXPORTER,
+    Fleet,
     FleetPorts,
+    Proc,
+    http_ok,
     local_fleet_config,
     otelcol_binary,
     validate,
+    wait_until,
 )
 
 pytestmark = pytest.mark.backend
@@ -208,3 +215,35 @@ def test_the_overlay_groups_traces_before_the_load_balancer_and_never_cuts_them(
     assert overlay["exporters"][LB_EXPORTER]["sending_queue"]["batch"]["max_size"] >= 500
     # Everything else is fleet.yaml's: the overlay touches only these keys.
     assert set(overlay) == {"processors", "exporters", "service"}
+
+
+def test_the_hpa_backlog_series_is_one_the_real_collector_serves(otelcol: str, tmp_path: Path) -> None:
+    """The adapter rule behind the HPA's External metric selects a series by name and exporter label; the
+    real Collector, running the shipped telemetry settings (only the address is loopback), serves it. The
+    kit once asked for exporter=loadbalancing/scorers, a label no Collector of this release reports."""
+    shipped = _fleet()["service"]["telemetry"]["metrics"]
+    group = Fleet(tmp_path, otelcol)
+    group.scorers.append((Proc("none", [], tmp_path / "none.log"), 14999, 0))  # a backend never dialled here
+    path = group.write_collector_config()
+    config = yaml.safe_load(path.read_text())
+    config["service"]["telemetry"]["metrics"] = shipped
+    reader = shipped["readers"][0]["pull"]["exporter"]["prometheus"]
+    reader.update(host="127.0.0.1", port=group.ports.telemetry)
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc("otelcol", [otelcol, f"--config={path}"], tmp_path / "otelcol.log").start()
+    try:
+        url = f"http://127.0.0.1:{group.ports.telemetry}/metrics"
+        wait_until("telemetry served", lambda: http_ok(url), proc, 60.0)
+        time.sleep(1.0)
+        with urllib.request.urlopen(url, timeout=5) as response:
+            served = response.read().decode()
+    finally:
+        proc.stop()
+    adapter = yaml.safe_load((K8S_KIT / "prometheus-adapter-rules.yaml").read_text())
+    (rule,) = adapter["externalRules"]
+    name, _, matchers = rule["seriesQuery"].partition("{")
+    exporter = re.search(r'exporter="([^"]+)"', matchers)
+    assert exporter is not None
+    wanted = f'exporter="{exporter.group(1)}"'
+    assert any(line.startswith(name + "{") and wanted in line for line in served.splitlines()), served[:3000]
+    assert 'exporter="loadbalancing/scorers"' not in served
