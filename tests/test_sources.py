@@ -347,7 +347,9 @@ def test_parts_that_come_after_the_old_settle_window_still_assemble() -> None:
 
 
 def test_non_rag_traces_cost_little_and_never_take_a_rag_traces_room() -> None:
-    asm = Assembler(settle_s=30.0, max_traces=100, max_bytes=1 << 20, grace_s=2.0, max_other_traces=50)
+    asm = Assembler(
+        settle_s=30.0, max_traces=100, max_bytes=1 << 20, not_rag_after_s=2.0, max_other_traces=50
+    )
     for t in range(1, 10_001):  # a flood of CHAIN roots without a retriever, in one burst
         asm.add(_chain(t, 1, 0, "hello " * 20, "hi " * 20), 0.0)
         asm.due(0.0)
@@ -365,9 +367,9 @@ def test_non_rag_traces_cost_little_and_never_take_a_rag_traces_room() -> None:
 
 
 def test_a_retriever_after_its_trace_was_dropped_is_reported() -> None:
-    asm = _asm(settle_s=30.0)
+    asm = Assembler(settle_s=30.0, max_traces=100, max_bytes=1 << 20, not_rag_after_s=2.0)
     asm.add(_chain(9, 1, 0, "Q?", "A."), 0.0)
-    assert asm.due(0.5) == []  # root without a retriever: a retriever may still come ...
+    assert asm.due(1.5) == []  # root without a retriever: a retriever may still come ...
     asm.add(_retriever(9, 2, 1, "doc"), 1.0)  # ... and does: scored
     [(_, item, _)] = asm.due(1.0)
     assert item is not None

@@ -47,7 +47,7 @@ class Limits:
     concurrency: int = 4
     max_pending: int = 32  # evaluations admitted and not finished (held traces have their own bound)
     settle_s: float = 30.0  # a RAG trace waits this long after its last span for its root
-    grace_s: float = 2.0  # a trace whose root came without a retriever waits this long for one
+    grace_s: float = 2.0  # a rooted RAG trace that looks incomplete waits this long for more spans
     hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see docs/fleet.md)
     max_traces: int = 10_000
     max_bytes: int = 64 << 20
