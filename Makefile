@@ -111,8 +111,8 @@ kafka:
 	@collector/fetch-kafka.sh >/dev/null
 
 lint: $(VENV)/.dev-installed
-	$(BIN)/ruff check src tests examples benchmarks docs/conftest.py
-	$(BIN)/ruff format --check src tests examples benchmarks docs/conftest.py
+	$(BIN)/ruff check src tests examples benchmarks training docs/conftest.py
+	$(BIN)/ruff format --check src tests examples benchmarks training docs/conftest.py
 
 typecheck: $(VENV)/.dev-installed
 	$(BIN)/mypy

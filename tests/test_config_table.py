@@ -32,6 +32,71 @@ def test_the_docs_table_is_generated_from_the_option_table() -> None:
             assert f"`{var}`" in page
 
 
+def test_serve_help_and_the_docs_table_come_from_the_option_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from faithtrace.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    serve = list(options.group("serve"))
+    assert len(serve) >= 15
+    for o in serve:
+        assert f"{o.flag} " in shown, o.key
+        assert " ".join(o.doc.split()) in shown, o.key
+        assert f"`faithtrace serve {o.flag}`" in page, o.key
+        for var in o.env:
+            assert var.startswith("FAITHTRACE_SERVE_")
+            assert var in shown
+            assert f"`{var}`" in page
+
+
+def test_serve_options_come_from_the_flag_then_the_variable_then_the_table() -> None:
+    import argparse
+
+    from faithtrace import ConfigError
+    from faithtrace.serve.limits import Limits
+    from faithtrace.serve.main import add_arguments, serve_options
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    env = {
+        "FAITHTRACE_SERVE_SETTLE": "5",
+        "FAITHTRACE_SERVE_KAFKA_OPTIONS": "a=1; b=2",
+        "FAITHTRACE_SERVE_HOLD": "x",
+    }
+    got = serve_options(parser.parse_args([]), env)
+    assert (got.settle_s, got.kafka_option, got.grpc_port, got.max_pending) == (
+        5.0,
+        ("a=1", "b=2"),
+        4317,
+        None,
+    )
+    assert got.hold_s == Limits().hold_s == 0.5  # an invalid variable: the default, which Limits shares
+    got = serve_options(parser.parse_args(["--settle", "7", "--kafka-option", "x=y"]), env)
+    assert (got.settle_s, got.kafka_option) == (7.0, ["x=y"])
+    with pytest.raises(ConfigError, match="grpc_port: must be <= 65535"):
+        serve_options(parser.parse_args(["--grpc-port", "70000"]), {})
+
+
+def test_configure_takes_the_settings_build_settings_resolves() -> None:
+    """configure() hands its arguments to build_settings as they are: one signature, apart from the
+    providers it installs with and the environment build_settings reads in tests."""
+    import inspect
+
+    from faithtrace import configure
+    from faithtrace._config.settings import build_settings
+
+    def shape(fn: object, drop: set[str]) -> list[tuple[str, object, object]]:
+        params = inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
+        return [(p.name, p.annotation, p.default) for p in params if p.name not in drop]
+
+    assert shape(configure, {"tracer_provider", "meter_provider"}) == shape(build_settings, {"environ"})
+    documented = inspect.getdoc(configure) or ""
+    for name in inspect.signature(configure).parameters:
+        assert f"    {name}: " in documented, name
+
+
 def test_the_check_fails_on_a_stale_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page = tmp_path / "configuration.md"
     page.write_text(f"# x\n{doc.BEGIN}\n| stale |\n{doc.END}\nafter\n", encoding="utf-8")
@@ -136,6 +201,7 @@ _ENV_READS_ALLOWED = {
     "judge/local/server.py": "runs inside the judge server's own process",
     "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",
     "judge/llm/_litellm.py": "restores the environment around litellm's import",
+    "_common/host_state.py": "snapshots and restores the host's environment around a library's import",
     "judge/local/endpoint.py": "NO_PROXY for loopback (see bypass_proxy_for_loopback)",
 }
 

@@ -113,6 +113,38 @@ def test_installed_providers_carry_a_service_name_and_an_instance_id(monkeypatch
     assert unnamed["service.instance.id"]  # one per process: the workers of a service stay apart
 
 
+def test_the_internal_error_helper_records_warns_once_and_swallows_outside_tests(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from faithtrace._common import safety
+
+    monkeypatch.setattr(safety, "_last_warned", {})
+    before = safety.internal_error_count
+
+    @safety.handle_internal_errors("a decorated step")
+    def step() -> int:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(safety, "raise_internal_errors", False)
+    with caplog.at_level(logging.WARNING, logger="faithtrace"):
+        for _ in range(3):
+            with safety.handle_internal_errors("a block") as guard:
+                raise RuntimeError("broken")
+            assert guard.failed
+        assert step() is None
+        with safety.handle_internal_errors("a block that works") as fine:
+            pass
+    assert not fine.failed
+    assert safety.internal_error_count == before + 4
+    warned = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(warned) == 2  # one per place, rate-limited
+    with pytest.raises(KeyboardInterrupt), safety.handle_internal_errors("never ours"):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(safety, "raise_internal_errors", True)  # the test suite's behaviour: it raises
+    with pytest.raises(RuntimeError, match="broken"), safety.handle_internal_errors("a block"):
+        raise RuntimeError("broken")
+
+
 class _RaisingProcessor(SpanProcessor):
     """The app's own span processor, broken: it raises when a span ends."""
 

@@ -304,7 +304,7 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     assert "<claims>" in asked
     assert json.loads(replied)["verdicts"]
     chat_shot = ARTIFACTS / "phoenix-judge-spans.png"
-    page = _browse(browser_tools, spans_url, chat["name"], chat_shot, "span_kind == 'LLM'")
+    page = _browse(browser_tools, spans_url, chat["name"], chat_shot, "span_kind == 'LLM'", anywhere=True)
     assert page["found"], f"{page['log']}\nno judge span on {page['url']}: {page['text'][:2000]}"
     header = page["rows"][0]
     rows = [dict(zip(header, r, strict=True)) for r in page["rows"][1:] if chat["name"] in r]

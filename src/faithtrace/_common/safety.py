@@ -5,6 +5,7 @@ Under pytest they raise instead, so that a bug in faithtrace fails a test rather
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -57,3 +58,28 @@ def internal_error(where: str, exc: BaseException) -> None:
         exc,
     )
     logger.debug("faithtrace: internal error details", exc_info=exc)
+
+
+class handle_internal_errors(contextlib.ContextDecorator):
+    """Our code under ``with handle_internal_errors(where):``, or decorated with it: an ``Exception`` it
+    raises is recorded by ``internal_error`` (counted, one rate-limited warning) and swallowed, except under
+    the test suite, where it propagates. ``failed`` says whether one was swallowed, for a fallback after the
+    block.
+
+    ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, cancellation) is never ours to swallow. A
+    decorated function that fails returns ``None``.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.failed = False
+
+    def __enter__(self) -> handle_internal_errors:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        if not isinstance(exc, Exception):
+            return False
+        internal_error(self.where, exc)  # raises under the test suite
+        self.failed = True
+        return True

@@ -30,6 +30,8 @@ def table() -> str:
         for o in options.group(group):
             if o.shown_name is not None:
                 name = o.shown_name
+            elif group == "serve":
+                name = f"`faithtrace serve {o.flag}`"
             elif group == "configure":
                 name = f"`configure({o.name}=)`"
             elif group in ("otel", "local_judge"):

@@ -27,6 +27,11 @@ def parse_lower(raw: str) -> str:
     return raw.lower()
 
 
+def parse_list(raw: str) -> tuple[str, ...]:
+    """Items separated by ``;`` (a value may hold commas: Kafka's bootstrap lists do)."""
+    return tuple(item.strip() for item in raw.split(";") if item.strip())
+
+
 class _Unset:
     def __repr__(self) -> str:
         return "UNSET"
@@ -56,6 +61,7 @@ class Option:
     default_factory: Callable[[], Any] | None = None  # a default computed when it is read
     shown_default: str | None = None  # how the docs' table shows the default, where the value would mislead
     shown_name: str | None = None  # how the docs' table names it, where not simply a field or an argument
+    metavar: str | None = None  # how a command-line flag's help names its value
 
     @property
     def group(self) -> str:
@@ -64,6 +70,11 @@ class Option:
     @property
     def name(self) -> str:
         return self.key.split(".", 1)[1]
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: the name in dashes, without the ``_s`` of seconds (``--settle``)."""
+        return "--" + self.name.removesuffix("_s").replace("_", "-")
 
     def check(self, value: Any) -> str | None:
         """Why ``value`` is not allowed, or None."""

@@ -44,6 +44,7 @@ GROUPS: Final = {
     "worker": "WorkerOptions",
     "otel": "OTLP exporters faithtrace sets up (environment only)",
     "local_judge": "the embedded judge (environment only)",
+    "serve": "faithtrace serve",
 }
 
 
@@ -114,6 +115,11 @@ def resolve(key: str, explicit: Any, environ: Mapping[str, str] | None = None) -
     if problem is not None:
         raise ConfigError(f"{OPTIONS[key].name}: {problem}, got {explicit!r}")
     return explicit
+
+
+def default(key: str) -> Any:
+    """Option ``key``'s default, as the table writes it (for code that needs it outside a model)."""
+    return OPTIONS[key].default_value()
 
 
 def local_defaults(group_name: str) -> dict[str, Any]:

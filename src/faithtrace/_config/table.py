@@ -2,15 +2,17 @@
 
 One entry per option; ``options`` turns the table into pydantic fields, environment reads, docstrings
 and the docs' configuration table. Groups: the option model a field belongs to, ``configure`` for the
-arguments of ``configure()`` itself, ``otel`` and ``local_judge`` for options read only from the environment.
+arguments of ``configure()`` itself, ``otel`` and ``local_judge`` for options read only from the environment,
+``serve`` for ``faithtrace serve``'s flags (each also a ``FAITHTRACE_SERVE_*`` variable).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Final
 
-from faithtrace._config.option import Option, parse_bool, parse_lower
+from faithtrace._config.option import Option, parse_bool, parse_list, parse_lower
 
 
 def _half_the_cores() -> int:
@@ -243,5 +245,49 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "slow it down and take the host's CPU).",
         env=("FAITHTRACE_LOCAL_JUDGE_THREADS",), parse=int, ge=1, le=256, default_factory=_half_the_cores,
         shown_default="half the cores"),
+    # --- faithtrace serve: each option is a flag (--settle for settle_s) and a FAITHTRACE_SERVE_* variable --
+    Option("serve.host", "Address the OTLP receivers bind.", "127.0.0.1", ("FAITHTRACE_SERVE_HOST",)),
+    Option("serve.grpc_port", "OTLP/gRPC port (0 picks a free one).", 4317, ("FAITHTRACE_SERVE_GRPC_PORT",),
+        int, ge=0, le=65535),
+    Option("serve.http_port", "OTLP/HTTP port (0 picks a free one).", 4318, ("FAITHTRACE_SERVE_HTTP_PORT",),
+        int, ge=0, le=65535),
+    Option("serve.concurrency", "Evaluations at once; sets the judge's max_concurrency.",
+        env=("FAITHTRACE_SERVE_CONCURRENCY",), parse=int, ge=1,
+        shown_default="JudgeSettings.max_concurrency"),
+    Option("serve.max_pending", "Evaluations admitted and not finished before a request is refused (429).",
+        env=("FAITHTRACE_SERVE_MAX_PENDING",), parse=int, ge=1, shown_default="8 x concurrency"),
+    Option("serve.settle_s", "Seconds a RAG trace waits for its root after its last span, then counted "
+        "incomplete.", 30.0, ("FAITHTRACE_SERVE_SETTLE",), float, gt=0),
+    Option("serve.hold_s", "Seconds a request with part of a trace waits for the rest.",
+        0.5, ("FAITHTRACE_SERVE_HOLD",), float, ge=0),
+    Option("serve.max_traces", "RAG traces held for their root at most.",
+        10_000, ("FAITHTRACE_SERVE_MAX_TRACES",), int, ge=1),
+    Option("serve.max_trace_bytes", "Bytes those RAG traces hold at most.",
+        64 << 20, ("FAITHTRACE_SERVE_MAX_TRACE_BYTES",), int, ge=1),
+    Option("serve.max_request_bytes", "Largest OTLP request accepted, in bytes.",
+        16 << 20, ("FAITHTRACE_SERVE_MAX_REQUEST_BYTES",), int, ge=1),
+    Option("serve.retry_after_s", "Seconds a refused client is told to wait.",
+        2.0, ("FAITHTRACE_SERVE_RETRY_AFTER",), float, gt=0),
+    Option("serve.shutdown_timeout_s", "Seconds to finish work on SIGTERM.",
+        30.0, ("FAITHTRACE_SERVE_SHUTDOWN_TIMEOUT",), float, ge=0),
+    Option("serve.mapping", "JSON file: a list of extra span conventions (see the fleet's page).",
+        env=("FAITHTRACE_SERVE_MAPPING",), parse=Path),
+    Option("serve.instance_id", "This replica's id on the metrics it exports.",
+        env=("FAITHTRACE_SERVE_INSTANCE_ID",), shown_default="host-pid"),
+    Option("serve.ready_file", "Write the bound ports here as JSON once serving.",
+        env=("FAITHTRACE_SERVE_READY_FILE",), parse=Path),
+    Option("serve.kafka", "Kafka bootstrap servers (host:port,...): read OTLP traces from a topic as one "
+        "member of a consumer group.", env=("FAITHTRACE_SERVE_KAFKA",), metavar="BOOTSTRAP"),
+    Option("serve.kafka_topic", "The topic the Collector writes.",
+        "otlp_spans", ("FAITHTRACE_SERVE_KAFKA_TOPIC",)),
+    Option("serve.kafka_group", "The consumer group of the replicas.",
+        "faithtrace-serve", ("FAITHTRACE_SERVE_KAFKA_GROUP",)),
+    Option("serve.kafka_max_buffered", "Kafka messages in flight before the consumer pauses.",
+        1024, ("FAITHTRACE_SERVE_KAFKA_MAX_BUFFERED",), int, ge=1),
+    Option("serve.kafka_max_buffered_bytes", "Bytes of Kafka messages in flight before the consumer pauses.",
+        64 << 20, ("FAITHTRACE_SERVE_KAFKA_MAX_BUFFERED_BYTES",), int, ge=1),
+    Option("serve.kafka_option", "A librdkafka consumer setting KEY=VALUE (security.protocol, sasl.*, "
+        "session.timeout.ms); the flag repeats, the variable holds them separated by ';'.",
+        (), ("FAITHTRACE_SERVE_KAFKA_OPTIONS",), parse_list, metavar="KEY=VALUE", shown_default="none"),
 )
 # fmt: on

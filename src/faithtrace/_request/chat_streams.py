@@ -66,7 +66,7 @@ class _ChatStream:
             return
         self.finished = True
         result, self.result = self.result, None
-        try:
+        with safety.handle_internal_errors("capturing a chat stream") as guard:
             exc = field_of(result, "exception")
             if isinstance(exc, BaseException):
                 self.pending.fail(exc)
@@ -79,8 +79,7 @@ class _ChatStream:
                 return
             captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
             self.handoff(self.pending, captured, "")
-        except Exception as exc:
-            safety.internal_error("capturing a chat stream", exc)
+        if guard.failed:
             self.pending.drop()
 
 

@@ -52,7 +52,7 @@ class Traced:
         """
         pending.end_ns = time.time_ns()
         result = call.result
-        try:
+        with safety.handle_internal_errors("capture") as guard:
             ctx = pending.span.get_span_context()
             if ctx.is_valid and not ctx.trace_flags.sampled:
                 # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
@@ -73,8 +73,7 @@ class Traced:
                 problem = ""
             except CaptureError as exc:
                 captured, problem = None, str(exc)
-        except Exception as exc:
-            safety.internal_error("capture", exc)
+        if guard.failed:
             pending.drop()
             return result
         self.handoff(rt, pending, captured, problem)
@@ -117,13 +116,12 @@ class Traced:
         when that fails."""
         handed = False
         try:
-            pending.captured = None if captured is None else self._bounded(rt, captured)
-            pending.problem = problem
-            pending.ended_at = time.monotonic()
-            handed = True
-            rt.handoff(pending)
-        except Exception as exc:
-            safety.internal_error("capture", exc)
+            with safety.handle_internal_errors("capture"):
+                pending.captured = None if captured is None else self._bounded(rt, captured)
+                pending.problem = problem
+                pending.ended_at = time.monotonic()
+                handed = True
+                rt.handoff(pending)
         finally:
             if not handed:
                 pending.drop()

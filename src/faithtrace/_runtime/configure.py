@@ -59,18 +59,9 @@ def configure(
     Raises:
         ConfigError: an explicit argument is invalid.
     """
-    settings = build_settings(
-        enabled=enabled,
-        judge=judge,
-        scoring=scoring,
-        sampling=sampling,
-        capture=capture,
-        worker=worker,
-        service_name=service_name,
-        otlp_endpoint=otlp_endpoint,
-        prometheus=prometheus,
-        evaluation_placement=evaluation_placement,
-        annotations=annotations,
-        phoenix_endpoint=phoenix_endpoint,
-    )
-    install(settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    # Every argument but the providers is a setting, resolved by build_settings (same names, same types: a
+    # test holds the two signatures equal), so the settings are not listed a third time here.
+    arguments = dict(locals())
+    providers = arguments.pop("tracer_provider"), arguments.pop("meter_provider")
+    settings = build_settings(**arguments)
+    install(settings, tracer_provider=providers[0], meter_provider=providers[1])

@@ -77,9 +77,8 @@ class PendingSpan:
         cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
         RETRIEVER child span (where Phoenix shows documents)."""
         try:
-            self._attributes_and_job(capture, offer, remote, tracer)
-        except Exception as exc:
-            safety.internal_error("finishing a span", exc)
+            with safety.handle_internal_errors("finishing a span"):
+                self._attributes_and_job(capture, offer, remote, tracer)
         finally:
             self.span.end(end_time=self.end_ns)
 
@@ -148,12 +147,10 @@ class PendingSpan:
         )
 
 
+@safety.handle_internal_errors("recording an exception")
 def record_failure(span: Span, exc: BaseException) -> None:
     """The host's exception on its span, like OTel's own recording but with secrets scrubbed from the message
     (exception messages often quote connection strings and keys)."""
-    try:
-        message = scrub_secrets(str(exc))[:2000]
-        span.record_exception(exc, attributes={"exception.message": message})
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
-    except Exception as error:
-        safety.internal_error("recording an exception", error)
+    message = scrub_secrets(str(exc))[:2000]
+    span.record_exception(exc, attributes={"exception.message": message})
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))

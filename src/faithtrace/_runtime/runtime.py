@@ -153,7 +153,7 @@ class Runtime:
         result = await self.scorer.score(job.query, job.contexts, job.answer)
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
             self._warn_judge_failure(result.error)
-        try:
+        with safety.handle_internal_errors("evaluation telemetry"):
             placement = self.settings.evaluation_placement
             evaluation = spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture, placement)
             if self.annotations is not None:
@@ -162,8 +162,6 @@ class Runtime:
                 self.annotations.add(ft_annotations.trace_annotation(item, job.span_context), "trace")
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
-        except Exception as exc:
-            safety.internal_error("evaluation telemetry", exc)
 
     def _warn_judge_failure(self, error: ErrorInfo) -> None:
         """Say once a minute per kind that evaluations fail for want of a working judge, and how to fix it:

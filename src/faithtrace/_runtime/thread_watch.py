@@ -44,10 +44,9 @@ class _ThreadWatch:
                 self._watched = [w for w in self._watched if w[0].is_alive()]
             left = bool(self._watched)
         for _thread, done in ended:
-            try:
+            # The watcher outlives one bad callback.
+            with safety.handle_internal_errors("a thread-end callback"):
                 done()
-            except Exception as exc:  # the watcher must outlive one bad callback
-                safety.internal_error("a thread-end callback", exc)
         return left
 
     def _run(self) -> None:

@@ -72,7 +72,7 @@ def annotation_config(threshold: float) -> dict[str, Any]:
         "type": "FREEFORM",
         "description": (
             "faithtrace: the share of the answer's claims its retrieved context supports; label pass or fail "
-            "at the threshold (a contradicted claim fails the answer whatever the share)"
+            "at the threshold (by default a contradicted claim fails the answer whatever the share)"
         ),
         "optimization_direction": "MAXIMIZE",
         "threshold": threshold,
@@ -275,7 +275,9 @@ class PhoenixAnnotations:
                 raise RuntimeError(f"assigning the annotation config to the project: HTTP {status}")
             self._config_due = None
         except (_NotYet, _Retryable) as exc:
-            if self._config_tries > len(CONFIG_RETRY_S) or self._closed:
+            if self._closed:
+                self._config_due = None  # shutting down: abandoned, not a failure of Phoenix's
+            elif self._config_tries > len(CONFIG_RETRY_S):
                 self._config_failed(exc)
             else:
                 self._config_due = time.monotonic() + CONFIG_RETRY_S[self._config_tries - 1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from faithtrace._config import options
+
 
 class Saturated(Exception):
     """Too much work admitted: retry after ``retry_after_s`` (429 / RESOURCE_EXHAUSTED with RetryInfo)."""
@@ -44,12 +46,14 @@ class Counters:
 
 @dataclass(frozen=True)
 class Limits:
+    """The scorer's bounds; the ones ``faithtrace serve`` has flags for default to the option table's."""
+
     concurrency: int = 4
     max_pending: int = 32  # evaluations admitted and not finished (held traces have their own bound)
-    settle_s: float = 30.0  # a RAG trace waits this long after its last span for its root
+    settle_s: float = options.default("serve.settle_s")  # a RAG trace waits this long after its last span
     grace_s: float = 2.0  # a rooted RAG trace that looks incomplete waits this long for more spans
-    hold_s: float = 0.5  # a request with part of a trace waits this long for the rest (see docs/fleet.md)
-    max_traces: int = 10_000
-    max_bytes: int = 64 << 20
-    retry_after_s: float = 2.0
+    hold_s: float = options.default("serve.hold_s")  # a request with part of a trace waits for the rest
+    max_traces: int = options.default("serve.max_traces")
+    max_bytes: int = options.default("serve.max_trace_bytes")
+    retry_after_s: float = options.default("serve.retry_after_s")
     dedupe_window: int = 100_000

@@ -15,11 +15,12 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faithtrace._common.errors import ConfigError
+from faithtrace._config import options
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.settings import build_settings
 from faithtrace.sources.spans import Convention
@@ -31,48 +32,28 @@ logger = logging.getLogger("faithtrace")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317; 0 picks one)")
-    p.add_argument("--http-port", type=int, default=4318, help="OTLP/HTTP port (default 4318; 0 picks one)")
-    p.add_argument(
-        "--concurrency", type=int, help="evaluations at once (default FAITHTRACE_CONCURRENCY or 4)"
-    )
-    p.add_argument("--max-pending", type=int, help="RAG items admitted before 429 (default 8 x concurrency)")
-    p.add_argument(
-        "--settle",
-        type=float,
-        default=30.0,
-        help="seconds a RAG trace waits for its root after its last span, then counted incomplete (30)",
-    )
-    p.add_argument("--hold", type=float, default=0.5, help="seconds a request with part of a trace waits")
-    p.add_argument(
-        "--max-traces", type=int, default=10_000, help="RAG traces held for their root at most (10000)"
-    )
-    p.add_argument(
-        "--max-trace-bytes", type=int, default=64 << 20, help="bytes those RAG traces hold at most"
-    )
-    p.add_argument("--max-request-bytes", type=int, default=16 << 20, help="largest request accepted")
-    p.add_argument("--retry-after", type=float, default=2.0, help="seconds a refused client should wait")
-    p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds to finish work on SIGTERM")
-    p.add_argument("--mapping", type=Path, help="JSON list of extra span conventions (see docs/fleet.md)")
-    p.add_argument("--instance-id", help="this replica's id on exported metrics (default host-pid)")
-    p.add_argument("--ready-file", type=Path, help="write the bound ports here as JSON once serving")
+    """One flag per ``serve`` option of the table. A flag left out falls back to its ``FAITHTRACE_SERVE_*``
+    variable, then to the table's default (``serve_options``): argparse holds no default of its own."""
     kafka = p.add_argument_group("Kafka", "read OTLP traces from a Kafka topic as one consumer group member")
-    kafka.add_argument("--kafka", metavar="BOOTSTRAP", help="Kafka bootstrap servers (host:port,...)")
-    kafka.add_argument("--kafka-topic", default="otlp_spans", help="topic the Collector writes (otlp_spans)")
-    kafka.add_argument("--kafka-group", default="faithtrace-serve", help="consumer group of the replicas")
-    kafka.add_argument(
-        "--kafka-max-buffered", type=int, default=1024, help="messages in flight before pausing (1024)"
-    )
-    kafka.add_argument(
-        "--kafka-max-buffered-bytes", type=int, default=64 << 20, help="bytes in flight before pausing"
-    )
-    kafka.add_argument(
-        "--kafka-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a librdkafka consumer setting (security.protocol, sasl.*, session.timeout.ms); repeatable",
+    for o in options.group("serve"):
+        where = kafka if o.name.startswith("kafka") else p
+        shown = options.shown_default(o).replace("—", "none")
+        text = f"{o.doc} Default: {shown}; env {', '.join(o.env)}.".replace("%", "%%")
+        metavar = o.metavar or ("SECONDS" if o.name.endswith("_s") else None)
+        if o.name == "kafka_option":
+            where.add_argument(o.flag, dest=o.name, action="append", metavar=metavar, help=text)
+        else:
+            where.add_argument(o.flag, dest=o.name, type=o.parse, metavar=metavar, help=text)
+
+
+def serve_options(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> argparse.Namespace:
+    """Every ``serve`` option: its flag, else its variable, else its default. An explicit flag out of the
+    table's bounds raises ``ConfigError``; an invalid variable warns and falls back to the default."""
+    return argparse.Namespace(
+        **{
+            o.name: options.resolve(o.key, getattr(args, o.name, None), environ)
+            for o in options.group("serve")
+        }
     )
 
 
@@ -86,25 +67,23 @@ def _conventions(path: Path | None) -> tuple[Convention, ...]:
         raise ConfigError(f"--mapping {path}: {exc}") from exc
 
 
-def _kafka_settings(args: argparse.Namespace) -> KafkaSettings | None:
-    if not args.kafka:
+def _kafka_settings(cfg: argparse.Namespace) -> KafkaSettings | None:
+    if not cfg.kafka:
         return None
     from faithtrace.serve.kafka import KafkaSettings
 
     options: dict[str, str] = {}
-    for item in args.kafka_option:
+    for item in cfg.kafka_option:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--kafka-option {item!r}: expected KEY=VALUE")
         options[key.strip()] = value
-    if args.kafka_max_buffered < 1 or args.kafka_max_buffered_bytes < 1:
-        raise ConfigError("--kafka-max-buffered and --kafka-max-buffered-bytes must be positive")
     return KafkaSettings(
-        bootstrap=args.kafka,
-        topic=args.kafka_topic,
-        group=args.kafka_group,
-        max_buffered=args.kafka_max_buffered,
-        max_buffered_bytes=args.kafka_max_buffered_bytes,
+        bootstrap=cfg.kafka,
+        topic=cfg.kafka_topic,
+        group=cfg.kafka_group,
+        max_buffered=cfg.kafka_max_buffered,
+        max_buffered_bytes=cfg.kafka_max_buffered_bytes,
         options=options,
     )
 
@@ -127,20 +106,22 @@ async def serve(args: argparse.Namespace) -> int:
     from faithtrace.serve.limits import Limits
     from faithtrace.serve.scorer import Scorer
 
+    cfg = serve_options(args)
+
     # Evaluations at once = the judge's max_concurrency (FAITHTRACE_JUDGE_CONCURRENCY); --concurrency sets it.
-    judge = JudgeSettings(max_concurrency=args.concurrency) if args.concurrency else None
+    judge = JudgeSettings(max_concurrency=cfg.concurrency) if cfg.concurrency else None
     settings = build_settings(judge=judge)
     concurrency = settings.concurrency
     limits = Limits(
         concurrency=concurrency,
-        max_pending=args.max_pending or 8 * concurrency,
-        settle_s=args.settle,
-        hold_s=args.hold,
-        max_traces=args.max_traces,
-        max_bytes=args.max_trace_bytes,
-        retry_after_s=args.retry_after,
+        max_pending=cfg.max_pending or 8 * concurrency,
+        settle_s=cfg.settle_s,
+        hold_s=cfg.hold_s,
+        max_traces=cfg.max_traces,
+        max_bytes=cfg.max_trace_bytes,
+        retry_after_s=cfg.retry_after_s,
     )
-    kafka_settings = _kafka_settings(args)
+    kafka_settings = _kafka_settings(cfg)
     if kafka_settings is not None:
         try:
             import confluent_kafka  # noqa: F401
@@ -148,14 +129,14 @@ async def serve(args: argparse.Namespace) -> int:
             raise ConfigError(
                 "faithtrace serve --kafka needs its extra: pip install 'faithtrace[kafka]'"
             ) from None
-    instance = args.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    scorer = Scorer(settings, Apps(instance_id=instance), limits, _conventions(args.mapping))
+    instance = cfg.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+    scorer = Scorer(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping))
 
-    grpc, grpc_port = await grpc_server.start(scorer, args.host, args.grpc_port, args.max_request_bytes)
+    grpc, grpc_port = await grpc_server.start(scorer, cfg.host, cfg.grpc_port, cfg.max_request_bytes)
     config = uvicorn.Config(
-        OtlpHttpApp(scorer, args.max_request_bytes),
-        host=args.host,
-        port=args.http_port,
+        OtlpHttpApp(scorer, cfg.max_request_bytes),
+        host=cfg.host,
+        port=cfg.http_port,
         lifespan="off",
         log_level="warning",
         access_log=False,
@@ -170,7 +151,7 @@ async def serve(args: argparse.Namespace) -> int:
         await asyncio.sleep(0.02)
     if http_task.done():
         await grpc.stop(0)
-        raise ConfigError(f"cannot serve HTTP on {args.host}:{args.http_port}")
+        raise ConfigError(f"cannot serve HTTP on {cfg.host}:{cfg.http_port}")
     http_port = http.servers[0].sockets[0].getsockname()[1]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -186,10 +167,10 @@ async def serve(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"faithtrace serve: the judge did not start ({problem}); evaluations retry it", flush=True)
         info: dict[str, Any] = {"grpc_port": grpc_port, "http_port": http_port, "pid": os.getpid()}
-        if args.ready_file:
-            args.ready_file.write_text(json.dumps(info))
+        if cfg.ready_file:
+            cfg.ready_file.write_text(json.dumps(info))
         print(
-            f"faithtrace serve: OTLP gRPC {args.host}:{grpc_port}, HTTP {args.host}:{http_port}, "
+            f"faithtrace serve: OTLP gRPC {cfg.host}:{grpc_port}, HTTP {cfg.host}:{http_port}, "
             f"judge {settings.judge.model or 'embedded local judge'}, concurrency {concurrency}",
             flush=True,
         )
@@ -213,7 +194,7 @@ async def serve(args: argparse.Namespace) -> int:
             stop.set()
     await stopping
     print("faithtrace serve: stopping", flush=True)
-    deadline = args.shutdown_timeout
+    deadline = cfg.shutdown_timeout_s
     if source is not None and consuming is not None:
         # Kafka first: the messages in flight finish (while the scorer still resolves traces as usual) and
         # are committed; the rest is left to the replica that takes the partitions over.

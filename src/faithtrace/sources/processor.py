@@ -54,17 +54,12 @@ class OpenInferenceProcessor(SpanProcessor):
         ctx = span.context
         if ctx is None or not self._assembler.tracks(ctx.trace_id):
             return
-        try:
-            with self._lock:
-                self._assembler.started(ctx.trace_id, ctx.span_id)
-        except Exception as exc:
-            safety.internal_error("following an OpenInference trace", exc)
+        with safety.handle_internal_errors("following an OpenInference trace"), self._lock:
+            self._assembler.started(ctx.trace_id, ctx.span_id)
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
+        with safety.handle_internal_errors("assembling an OpenInference trace"):
             self._on_end(span)
-        except Exception as exc:
-            safety.internal_error("assembling an OpenInference trace", exc)
 
     def _on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
@@ -163,10 +158,8 @@ class OpenInferenceProcessor(SpanProcessor):
             with self._lock:
                 resolved = self._assembler.due(time.monotonic())
                 idle = not self._assembler.pending()
-            try:
+            with safety.handle_internal_errors("scoring an OpenInference trace"):
                 self._submit(resolved)
-            except Exception as exc:
-                safety.internal_error("scoring an OpenInference trace", exc)
             if idle:
                 return
 

@@ -1,0 +1,1 @@
+"""faithtrace's detector training recipe (not part of the installed package; see training/README.md)."""
