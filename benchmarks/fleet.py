@@ -368,7 +368,7 @@ def openinference(
             for app in apps:
                 wait_app_done(app, timeout=1200)
             expected = {t: v for app in apps for t, v in oi_expected(app).items()}
-            run = collect_oi(group, expected, timeout=900)
+            run = collect_oi(group, expected, timeout=240)
             stats = [
                 json.loads(urllib.request.urlopen(f"http://127.0.0.1:{h}/stats", timeout=5).read())
                 for _, _, h in group.scorers
