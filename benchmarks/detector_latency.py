@@ -6,7 +6,7 @@ pipeline included (claims, windows, spans, verdicts; no LLM). Printed: p50 / p95
 evaluation, model inputs (windows) per evaluation, the first evaluation's time (model load included) and
 peak RSS. ``--model`` may be an untrained export (``_untrained_detector.py``): timing needs no training.
 
-    python benchmarks/detector_latency.py --model DIR [--limit 40] [--threads 2]
+    python benchmarks/detector_latency.py --model DIR [--limit 40] [--threads N]
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ def run_one(system: str, args: argparse.Namespace) -> dict[str, Any]:
     else:
         import faithtrace
 
-        options = faithtrace.ScoringOptions(
-            verdict_source="detector", detector_model=args.model, detector_threads=args.threads
-        )
+        threads = {"detector_threads": args.threads} if args.threads else {}
+        options = faithtrace.ScoringOptions(verdict_source="detector", detector_model=args.model, **threads)
         for row in rows:
             t0 = time.perf_counter()
             res = faithtrace.evaluate(row["question"], row["contexts"], row["answer"], options=options)
@@ -87,7 +86,7 @@ def main() -> int:
     p.add_argument("--model", required=True, help="a detector model directory")
     p.add_argument("--data", default=str(DEFAULT_DATA), help=f"JSONL rows (default {DEFAULT_DATA})")
     p.add_argument("--limit", type=int, default=40, help="first N rows (0: all)")
-    p.add_argument("--threads", type=int, default=2, help="onnxruntime threads")
+    p.add_argument("--threads", type=int, default=0, help="onnxruntime threads (default: the option's)")
     p.add_argument("--only", choices=("length", "detector"), help=argparse.SUPPRESS)  # the child's mode
     p.add_argument("--out", help="JSON output (default results/detector_latency.json)")
     args = p.parse_args()
@@ -97,13 +96,14 @@ def main() -> int:
     summaries = []
     for system in ("length", "detector"):
         cmd = [sys.executable, __file__, "--only", system, "--model", args.model, "--data", args.data]
-        cmd += ["--limit", str(args.limit), "--threads", str(args.threads)]
+        cmd += ["--limit", str(args.limit), "--threads", str(args.threads or 0)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         raw = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
         summaries.append(_summary(raw))
     headers = ["system", "evals", "first s", "p50 s", "p95 s", "max s", "windows/eval", "peak RSS MB"]
     keys = ["system", "evaluations", "first_s", "p50_s", "p95_s", "max_s", "windows_per_eval", "peak_rss_mb"]
-    print(f"\nper evaluation, {args.threads} onnxruntime thread(s), {_common.machine()['cpu']}\n")
+    threads = args.threads or "default"
+    print(f"\nper evaluation, onnxruntime threads: {threads}, {_common.machine()['cpu']}\n")
     print(_common.table(headers, [[s[k] for k in keys] for s in summaries]))
     out_path = args.out or _common.RESULTS_DIR / "detector_latency.json"
     doc = {"model": args.model, "threads": args.threads, "data": args.data, "systems": summaries}

@@ -48,7 +48,7 @@ def docs_judge() -> Iterator[FaithtraceCapture]:
 
 def check_json(example: Example) -> None:
     """A JSON block must parse; a list of span conventions must be one `faithtrace serve --mapping` takes."""
-    from faithtrace.sources.spans import Convention
+    from faithtrace.sources.conventions import Convention
 
     value = json.loads(example.parsed)
     if isinstance(value, list) and all(isinstance(item, dict) and "marker" in item for item in value):

@@ -135,6 +135,16 @@ def local_fleet_config(
 ) -> dict[str, Any]:
     """fleet.yaml on loopback: static resolver over `scorers`, queue under `workdir`, traces to a file."""
     config: dict[str, Any] = copy.deepcopy(yaml.safe_load(FLEET_CONFIG.read_text()))
+    balancer = config["exporters"][LB_EXPORTER]
+    balancer["resolver"] = {"static": {"hostnames": scorers}}
+    # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
+    balancer["retry_on_failure"]["max_interval"] = retry_max_interval
+    return on_loopback(config, ports, workdir)
+
+
+def on_loopback(config: dict[str, Any], ports: FleetPorts, workdir: Path) -> dict[str, Any]:
+    """A shipped fleet config with its addresses on loopback, its queue under `workdir` and its trace backend
+    replaced by a `file` exporter (OTLP JSON, one request per line) that the test reads back."""
     loopback = "127.0.0.1:{}".format
     receivers = config["receivers"]
     receivers["otlp"]["protocols"]["grpc"]["endpoint"] = loopback(ports.app_grpc)
@@ -148,12 +158,7 @@ def local_fleet_config(
     extensions["file_storage/queue"]["directory"] = str(queue_dir)
     extensions["file_storage/queue"]["compaction"]["directory"] = str(queue_dir)
     exporters = config["exporters"]
-    balancer = exporters[LB_EXPORTER]
-    balancer["resolver"] = {"static": {"hostnames": scorers}}
-    # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
-    balancer["retry_on_failure"]["max_interval"] = retry_max_interval
     exporters["prometheus"]["endpoint"] = loopback(ports.prometheus)
-    # The trace backend becomes a file the test reads back (OTLP JSON, one request per line).
     del exporters[TRACE_BACKEND]
     # append: a restarted Collector must not truncate what it wrote before the restart.
     exporters["file/sink"] = {
@@ -283,8 +288,10 @@ class Fleet:
         )
         return env
 
-    def add_scorer(self, concurrency: int = 16, extra: tuple[str, ...] = ()) -> tuple[Proc, int, int]:
-        """One more `faithtrace serve` replica; ``extra``: more of its flags (``--max-pending 2``...)."""
+    def add_scorer(
+        self, concurrency: int = 16, extra: tuple[str, ...] = (), name: str = "scorer"
+    ) -> tuple[Proc, int, int]:
+        """A `faithtrace serve` replica on free loopback ports; `extra` flags after the common ones."""
         grpc_port, http_port = free_port(), free_port()
         index = len(self.scorers)
         argv = [
@@ -300,7 +307,7 @@ class Fleet:
             str(concurrency),
             *extra,
         ]
-        proc = Proc(f"scorer-{index}", argv, self.workdir / f"scorer-{index}.log", env=self.scorer_env())
+        proc = Proc(f"{name}-{index}", argv, self.workdir / f"{name}-{index}.log", env=self.scorer_env())
         self.procs.append(proc.start())
         self.scorers.append((proc, grpc_port, http_port))
         return self.scorers[-1]
@@ -416,8 +423,10 @@ def start_app(
     interval: float,
     endpoint_port: int | None = None,
     export_timeout_s: float | None = None,
+    argv: list[str] | None = None,
 ) -> Proc:
-    """The app, sending to the Collector's app receiver (or straight to `endpoint_port`).
+    """The app, sending to the Collector's app receiver (or straight to `endpoint_port`); `argv` runs
+    another app than the decorated one (it prints the same JSON lines).
 
     `export_timeout_s` sets OTEL_EXPORTER_OTLP_TIMEOUT: how long the app's SDK may spend on one batch while no
     Collector answers (the SDK's default is 10 s, and it gives up after 6 tries whatever the timeout)."""
@@ -431,7 +440,8 @@ def start_app(
     )
     if export_timeout_s is not None:
         env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
-    argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
+    if argv is None:
+        argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
     # One log per app run: app_traces() reads the trace IDs of this run only.
     index = sum(1 for p in group.procs if p.name.startswith("app"))
     app = Proc(f"app-{index}", argv, group.workdir / f"app-{index}.log", env=env)

@@ -7,9 +7,12 @@ its own PID; `restart()` keeps the ports and the data (a broker restart, not a n
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from base64 import urlsafe_b64encode
@@ -17,10 +20,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from _fleet_fixtures import REPO, Proc, _require, free_port, tcp_open, wait_until
+import yaml
+
+from _fleet_fixtures import (
+    COLLECTOR,
+    REPO,
+    Fleet,
+    FleetPorts,
+    Proc,
+    _require,
+    free_port,
+    on_loopback,
+    start_app,
+    tcp_open,
+    wait_until,
+)
 
 FETCH_SCRIPT = REPO / "collector" / "fetch-kafka.sh"
+KAFKA_FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet-kafka.yaml"
+KAFKA_EXPORTER = "kafka/scorers"
+OI_APP = Path(__file__).resolve().parent / "_fleet_oi_app.py"
 HEAP = "-Xmx512m"
 
 
@@ -182,3 +203,69 @@ def kafka_broker(workdir: Path) -> Iterator[Broker]:
         yield broker.start()
     finally:
         broker.stop()
+
+
+# --- the Kafka path: Collector -> topic -> `faithtrace serve --kafka` replicas ------------------------------
+def local_kafka_fleet_config(
+    ports: FleetPorts, bootstrap: str, topic: str, workdir: Path, *, retry_max_interval: str = "2s"
+) -> dict[str, Any]:
+    """fleet-kafka.yaml on loopback: the exporter writes `topic` on `bootstrap`, traces to a file."""
+    config: dict[str, Any] = copy.deepcopy(yaml.safe_load(KAFKA_FLEET_CONFIG.read_text()))
+    exporter = config["exporters"][KAFKA_EXPORTER]
+    exporter["brokers"] = [bootstrap]
+    exporter["traces"]["topic"] = topic
+    # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
+    exporter["retry_on_failure"]["max_interval"] = retry_max_interval
+    return on_loopback(config, ports, workdir)
+
+
+@dataclass
+class KafkaFleet(Fleet):
+    """A Collector writing to a topic of a real broker; `faithtrace serve --kafka` consumers of one group."""
+
+    broker: Broker | None = None
+    topic: str = "otlp_spans"
+    group: str = "faithtrace-serve"
+
+    def add_consumer(self, concurrency: int = 16, *extra: str) -> tuple[Proc, int, int]:
+        assert self.broker is not None
+        kafka = ("--kafka", self.broker.bootstrap, "--kafka-topic", self.topic, "--kafka-group", self.group)
+        return self.add_scorer(concurrency, (*kafka, *extra), name="consumer")
+
+    def write_collector_config(self) -> Path:
+        assert self.broker is not None
+        config = local_kafka_fleet_config(self.ports, self.broker.bootstrap, self.topic, self.workdir)
+        path = self.workdir / "otelcol.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def consumer_stats(self) -> list[dict[str, Any]]:
+        import urllib.request
+
+        out = []
+        for proc, _, http_port in self.scorers:
+            if not proc.alive:
+                continue
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/stats", timeout=5) as response:
+                    out.append(json.loads(response.read()))
+            except OSError:
+                continue
+        return out
+
+
+def start_oi_app(group: Fleet, framework: str, count: int, interval: float, **kwargs: Any) -> Proc:
+    """The LlamaIndex or LangChain app (tests/_fleet_oi_app.py), sending to the Collector."""
+    argv = [sys.executable, str(OI_APP), framework, str(count), str(interval)]
+    return start_app(group, count, interval, argv=argv, **kwargs)
+
+
+def app_answers(app: Proc) -> dict[str, tuple[str, str]]:
+    """Trace ID -> (root span ID, answer text) of every call the OpenInference app made."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in app.log.read_text().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("answer"):
+                out[record["trace_id"]] = (record["span_id"], record["answer"])
+    return out

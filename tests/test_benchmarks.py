@@ -60,8 +60,9 @@ def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None
         assert rows[name]["ns_per_call_median"] is not None, (name, rows[name])
     assert rows["otel span (floor)"]["ratio_to_otel_floor"] == pytest.approx(1.0)
     assert rows["langfuse @observe"]["note"] == "skipped (--no-peers)"
-    # The sampled-in variant really produced spans (a benchmark of a no-op would prove nothing).
-    assert data["checks"]["faithtrace sampled in"] == "3 spans for 3 calls"
+    # The sampled-in variant really produced spans (a benchmark of a no-op would prove nothing): per call the
+    # RAG span and, with content captured, its zero-length "retrieved documents" child for Phoenix.
+    assert data["checks"]["faithtrace sampled in"] == "6 spans for 3 calls"
     assert "x OTel floor" in proc.stdout
     assert data["lead_in_calls"] == 20
     low, high = data["targets"]["sampled_in_ratio_to_floor"]["per_round_quartiles"]

@@ -27,16 +27,18 @@ KUSTOMIZATION = yaml.safe_load((K8S_KIT / "kustomization.yaml").read_text())
 NAMESPACE = KUSTOMIZATION["namespace"]
 
 
-def _resources() -> list[dict[str, Any]]:
+def kit_resources(kit: Path) -> list[dict[str, Any]]:
+    """Every manifest a kustomization in `kit` applies, its generated ConfigMaps included."""
+    kustomization = yaml.safe_load((kit / "kustomization.yaml").read_text())
     docs: list[dict[str, Any]] = []
-    for name in KUSTOMIZATION["resources"]:
-        docs += [d for d in yaml.safe_load_all((K8S_KIT / name).read_text()) if d]
+    for name in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((kit / name).read_text()) if d]
     # The ConfigMaps kustomize generates, as it generates them (before the name hash suffix).
-    for generator in KUSTOMIZATION["configMapGenerator"]:
+    for generator in kustomization["configMapGenerator"]:
         data: dict[str, str] = {}
         for entry in generator.get("files", []):
             key, _, source = entry.partition("=")
-            data[key] = (K8S_KIT / source).read_text()
+            data[key] = (kit / source).read_text()
         for literal in generator.get("literals", []):
             key, _, value = literal.partition("=")
             data[key] = value
@@ -46,7 +48,7 @@ def _resources() -> list[dict[str, Any]]:
     return docs
 
 
-RESOURCES = _resources()
+RESOURCES = kit_resources(K8S_KIT)
 
 
 def _one(kind: str, name: str | None = None) -> dict[str, Any]:

@@ -63,15 +63,20 @@ def test_a_missing_detector_is_an_error_result_not_an_exception(tmp_path: Path) 
     assert "does not exist" in res.error.message
 
 
-def test_beside_a_judge_a_detector_that_cannot_load_changes_nothing(fake_judge: FakeJudge) -> None:
+def judged_yes_beside(fake_judge: FakeJudge, options: ScoringOptions) -> faithtrace.FaithfulnessResult:
+    """One claim the judge calls supported, scored with ``options`` (a detector beside the judge)."""
     fake_judge.on("verdicts", json.dumps({"verdicts": [{"claim": 1, "verdict": "yes"}]}))
-    res = faithtrace.evaluate(
+    return faithtrace.evaluate(
         None,
         ["The office opens at nine on weekdays."],
         "The office opens at 9 on weekdays.",
         judge=fake_judge.settings(),
-        options=ScoringOptions(detector_model="/nonexistent", prove_support=False),
+        options=options.model_copy(update={"prove_support": False}),
     )
+
+
+def test_beside_a_judge_a_detector_that_cannot_load_changes_nothing(fake_judge: FakeJudge) -> None:
+    res = judged_yes_beside(fake_judge, ScoringOptions(detector_model="/nonexistent"))
     assert res.outcome == "scored"
     assert res.score == 1.0
     assert res.detector is not None

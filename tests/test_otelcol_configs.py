@@ -69,13 +69,14 @@ def test_validate_rejects_what_the_collector_would_reject(otelcol: str, tmp_path
     assert "routing_key" in done.stdout + done.stderr
 
     config = _fleet()
-    config["processors"]["nosuchprocessor"] = {}
-    config["service"]["pipelines"]["traces/apps"]["processors"].append("nosuchprocessor")
+    # A real contrib processor this distribution does not include (groupbytrace, used here before, now is).
+    config["processors"]["k8sattributes"] = {}
+    config["service"]["pipelines"]["traces/apps"]["processors"].append("k8sattributes")
     bad = tmp_path / "unknown-component.yaml"
     bad.write_text(yaml.safe_dump(config))
     done = validate(otelcol, bad)
     assert done.returncode != 0
-    assert "nosuchprocessor" in done.stdout + done.stderr
+    assert "k8sattributes" in done.stdout + done.stderr
 
 
 def test_the_binary_has_every_component_the_issue_names(otelcol: str) -> None:

@@ -132,6 +132,19 @@ def test_a_role_swap_exchanges_two_names_in_place() -> None:
         assert all(s in e.context for s in re.split(r"(?<=[.!?]) ", restored))
 
 
+def test_names_in_a_list_are_not_swapped_since_their_order_means_nothing() -> None:
+    listed = "Pickles spread quickly through Asia, Greece and Egypt in the ancient world."
+    related = "In the final, Brazil defeated Germany by two goals to one."
+    rows = [
+        {"id": f"r{i}", "source_id": "s", "question": "q?", "contexts": [listed, related if i else listed]}
+        for i in range(20)
+    ]
+    swaps = [e for e in synth.generate(rows, ratio=3.0, seed=0) if e.origin == "synthetic:role_swap"]
+    assert swaps
+    for e in swaps:
+        assert {e.answer[s:t] for s, t in e.spans} == {"Brazil", "Germany"}
+
+
 def test_a_faithful_rewording_changes_only_the_form_and_is_labelled_faithful() -> None:
     faithful = [e for e in synth.generate(_rows(60), ratio=2.0, seed=4) if e.origin == "synthetic:faithful"]
     assert len(faithful) >= 20

@@ -2,7 +2,8 @@
 
 What one call to the GPU machine carries is capped at 64 MiB, and all-mpnet-base-v2 is 438 MB in fp32 (110 MB
 even at int8 per row). Packed here: each large 2-D weight in 4-bit NormalFloat (the 16 levels QLoRA uses for
-normally distributed weights) with one fp16 scale per 64 weights, everything else in fp16: about 56 MiB. The
+normally distributed weights) with one 8-bit scale per 64 weights (``training.nf4``), everything else in
+fp16: 54.5 MiB. The
 unpacked weights are the start of fine-tuning, not the shipped model, and every weight is then trained in
 fp32; ``measure`` reports what packing costs before any training (weight error and sentence-embedding cosine
 against the original on real answers).
@@ -25,69 +26,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from training.fetch_base import BASES, sha256_file
+from training.nf4 import GROUP, MIN_PACKED, dequantise, fingerprint, quantise
 
-GROUP = 64
-SCALE_GROUP = 256
-# Tensors smaller than this stay fp16: they are a rounding error of the size and carry LayerNorm/bias detail.
-MIN_PACKED = 65536
-NF4 = np.array(
-    [
-        -1.0,
-        -0.6961928009986877,
-        -0.5250730514526367,
-        -0.39491748809814453,
-        -0.28444138169288635,
-        -0.18477343022823334,
-        -0.09105003625154495,
-        0.0,
-        0.07958029955625534,
-        0.16093020141124725,
-        0.24611230194568634,
-        0.33791524171829224,
-        0.44070982933044434,
-        0.5626170039176941,
-        0.7229568362236023,
-        1.0,
-    ],
-    dtype=np.float32,
-)
-_MIDPOINTS = (NF4[1:] + NF4[:-1]) / 2
 _FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
-
-def _quantise(name: str, weight: np.ndarray) -> dict[str, np.ndarray]:
-    """4-bit NormalFloat codes (two per byte) and their scales, themselves stored in 8 bits.
-
-    One absmax scale per :data:`GROUP` weights; the scales are quantised again (QLoRA's "double
-    quantisation"), in 8 bits against one fp32 maximum per :data:`SCALE_GROUP` scales and rounded up, so no
-    weight is clipped: 1.6 MiB less to carry for mpnet-base.
-    """
-    groups = weight.astype(np.float32).reshape(-1, GROUP)
-    scales = np.abs(groups).max(axis=1)
-    scales[scales == 0] = np.float32(1e-12)
-    padded = np.pad(scales, (0, -len(scales) % SCALE_GROUP), constant_values=scales.max())
-    top = padded.reshape(-1, SCALE_GROUP).max(axis=1)
-    ratio = padded.reshape(-1, SCALE_GROUP) / top[:, None]
-    scale_codes = np.clip(np.ceil(ratio * 255), 1, 255).astype(np.uint8)
-    # The scale actually used is the one rebuilt from its code: weights are coded against what unpacking sees.
-    used = (scale_codes.astype(np.float32) / 255 * top[:, None]).reshape(-1)[: len(scales)]
-    codes = np.searchsorted(_MIDPOINTS, groups / used[:, None]).astype(np.uint8).reshape(-1)
-    return {
-        f"{name}.q": (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8),
-        f"{name}.s": scale_codes.reshape(-1)[: len(scales)],
-        f"{name}.m": top.astype(np.float32),
-    }
-
-
-def _dequantise(stored: dict[str, np.ndarray], name: str, shape: list[int]) -> np.ndarray:
-    packed, scale_codes, top = stored[f"{name}.q"], stored[f"{name}.s"], stored[f"{name}.m"]
-    codes = np.empty(packed.size * 2, dtype=np.uint8)
-    codes[0::2] = packed & 0x0F
-    codes[1::2] = packed >> 4
-    padded = np.pad(scale_codes, (0, -len(scale_codes) % SCALE_GROUP), constant_values=255)
-    scales = (padded.reshape(-1, SCALE_GROUP).astype(np.float32) / 255 * top[:, None]).reshape(-1)
-    values = NF4[codes].reshape(-1, GROUP) * scales[: len(scale_codes), None]
-    return values.reshape(shape)
 
 
 def pack(base: Path, out: Path) -> None:
@@ -96,7 +37,7 @@ def pack(base: Path, out: Path) -> None:
     manifest: dict[str, Any] = {"group": GROUP, "code": "nf4", "tensors": {}}
     for name, tensor in tensors.items():
         if tensor.ndim == 2 and tensor.size >= MIN_PACKED and tensor.size % GROUP == 0:
-            stored.update(_quantise(name, tensor))
+            stored.update(quantise(name, tensor))
             manifest["tensors"][name] = {"shape": list(tensor.shape), "packed": True}
         else:
             stored[name] = tensor.astype(np.float16)
@@ -127,7 +68,7 @@ def unpack(packed_dir: Path, out: Path) -> None:
     tensors: dict[str, np.ndarray] = {}
     for name, info in manifest["tensors"].items():
         if info["packed"]:
-            tensors[name] = _dequantise(stored, name, info["shape"])
+            tensors[name] = dequantise(stored, name, info["shape"])
         else:
             tensors[name] = stored[name].astype(np.float32)
     out.mkdir(parents=True, exist_ok=True)
@@ -216,17 +157,6 @@ if __name__ == "__main__":
 SHARD_BYTES = 15 * 2**20
 
 
-def fingerprint(tensors: dict[str, np.ndarray], names: list[str]) -> str:
-    """A sha256 over the named tensors, to prove two machines rebuild changes on the same weights."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name in sorted(names):
-        digest.update(name.encode())
-        digest.update(np.ascontiguousarray(tensors[name], dtype=np.float32).tobytes())
-    return digest.hexdigest()
-
-
 def save_transfer(
     state: dict[str, np.ndarray], reference: dict[str, np.ndarray] | None, out: Path, extra: dict[str, Any]
 ) -> None:
@@ -254,7 +184,7 @@ def save_transfer(
             and tensor.size >= MIN_PACKED
             and tensor.size % GROUP == 0
         ):
-            stored = _quantise(name, tensor.astype(np.float32) - ref.astype(np.float32))
+            stored = quantise(name, tensor.astype(np.float32) - ref.astype(np.float32))
             manifest["tensors"][name] = {"shape": list(tensor.shape), "delta": True}
         else:
             stored = {name: np.ascontiguousarray(tensor)}
@@ -291,7 +221,7 @@ def load_transfer(
     for name, info in manifest["tensors"].items():
         if info["delta"]:
             assert reference is not None
-            delta = _dequantise(stored, name, info["shape"])
+            delta = dequantise(stored, name, info["shape"])
             state[name] = reference[name].astype(np.float32) + delta
         else:
             state[name] = stored[name]

@@ -40,7 +40,11 @@ case "$mode" in
     rm -rf "$CARRY"; mkdir -p "$CARRY"
     "$PY" -m training.pack_base pack "$MPNET" "$CARRY/base"
     gzip -9 -c "${DATA:-$DATA_DEFAULT}" > "$CARRY/ragtruth_qa_train.jsonl.gz"
-    du -sh "$CARRY"
+    # One device call carries the working tree (tracked and untracked-not-ignored files) plus the carry.
+    tree=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    carried=$(du -sb "$CARRY" | cut -f1)
+    echo "travels: tree $((tree >> 20)) MiB + carry $((carried >> 20)) MiB = $(((tree + carried) >> 20)) MiB of 64"
+    if (( tree + carried >= 64 << 20 )); then echo "too big for one device call" >&2; exit 1; fi
     echo "device call: command 'training/run.sh --gpu \"\$OUT/transfer\" 2>&1 | tee \"\$OUT/train.log\"', carry [\"$CARRY\"]" ;;
   --gpu)
     transfer="${1:?--gpu TRANSFER_DIR}"; shift

@@ -138,9 +138,24 @@ def _negation(text: str, rng: random.Random) -> Change | None:
     return _replace(text, m.start(), m.end(), m.group(1) + " not")
 
 
+# Words that join the items of a list: swapping two names across them ("Greece and Egypt") changes nothing.
+_LIST_JOINERS = frozenset(("and", "or", "nor", "as", "well", "also"))
+
+
+def _related(text: str, a: re.Match[str], b: re.Match[str]) -> bool:
+    """Whether something other than list punctuation stands between two names (a verb, a preposition)."""
+    words = re.findall(r"\b[a-z]+\b", text[a.end() : b.start()])
+    return any(w not in _LIST_JOINERS for w in words)
+
+
 def _role_swap(text: str, rng: random.Random) -> Change | None:
     found = _names(text)
-    pairs = [(a, b) for i, a in enumerate(found) for b in found[i + 1 :] if a.group(0) != b.group(0)]
+    pairs = [
+        (a, b)
+        for i, a in enumerate(found)
+        for b in found[i + 1 :]
+        if a.group(0) != b.group(0) and _related(text, a, b)
+    ]
     if not pairs:
         return None
     a, b = rng.choice(pairs)

@@ -14,7 +14,6 @@ test suite does not.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import random
@@ -38,6 +37,7 @@ from transformers import AutoConfig, AutoModelForTokenClassification
 
 from training import pack_base, prep, synth
 from training._contract import inputs, metrics
+from training.fetch_base import sha256_file
 
 HALLUCINATED_LABEL: int = inputs.HALLUCINATED_LABEL
 INPUT_NAMES: tuple[str, str] = inputs.INPUT_NAMES
@@ -216,14 +216,6 @@ def max_abs_diff(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_model(args: argparse.Namespace) -> torch.nn.Module:
     if args.tiny:
         # Same architecture and tokenizer as the base, a few hundred thousand weights, random start: exercises
@@ -292,8 +284,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
 
 
 def _numpy_state(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    """A snapshot of the weights. Copied: on a CPU, ``.cpu().numpy()`` would share the parameters' memory, and
+    the "best epoch" and the transfer's reference would then follow training instead of staying put."""
     return {
-        k: v.detach().float().cpu().numpy() if v.is_floating_point() else v.detach().cpu().numpy()
+        k: (v.detach().float() if v.is_floating_point() else v.detach()).cpu().numpy().copy()
         for k, v in model.state_dict().items()
     }
 
@@ -484,8 +478,12 @@ def run_finish(args: argparse.Namespace) -> None:
     work = args.out / ".work"
     work.mkdir(exist_ok=True)
     fp32_path, int8_path = work / "model.fp32.onnx", args.out / "model.onnx"
-    by_length = sorted(eval_data["validation"], key=lambda e: len(e.ids))
-    export_onnx(model, [by_length[-1], by_length[0]], pad_id, fp32_path)
+    longest = max(eval_data["validation"], key=lambda e: len(e.ids))
+    # A second, shorter row guarantees padding in the traced batch (see export_onnx).
+    shorter = Encoded(
+        longest.example, longest.ids[: len(longest.ids) // 2], longest.labels[: len(longest.ids) // 2]
+    )
+    export_onnx(model, [longest, shorter], pad_id, fp32_path)
     quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True)
     model.eval()
     check_data = eval_data["validation"][: args.check_examples]

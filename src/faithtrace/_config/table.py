@@ -172,7 +172,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         0.5, ("FAITHTRACE_DETECTOR_THRESHOLD",), float, ge=0.0, le=1.0),
     Option("scoring.detector_min_confidence", "A flagged span counts only if its most confident token "
         "reaches this (low-confidence spans are mostly noise).",
-        0.5, ge=0.0, le=1.0),
+        0.5, ("FAITHTRACE_DETECTOR_MIN_CONFIDENCE",), float, ge=0.0, le=1.0),
     Option("scoring.detector_min_tokens", "A flagged span counts only with at least this many tokens "
         "(short spans are mostly paraphrases, but a changed number is often one token).",
         1, ge=1, le=64),

@@ -165,6 +165,14 @@ def print_summary(out: Output, s: Summary) -> None:
         ["cost / evaluation (USD)", _fmt(s.cost_per_eval, ".6f")],
         ["seconds / evaluation", _fmt(s.seconds_per_eval, ".1f")],
     ]
+    if s.detector_evaluations:
+        rows.append(
+            [
+                "detector",
+                f"{s.detector_evaluations} evaluations read, {s.detector_spans} spans flagged, "
+                f"{s.detector_disagreements} claims where it and the verdict differ",
+            ]
+        )
     if s.confusion is not None:
         c = s.confusion
         rows += [

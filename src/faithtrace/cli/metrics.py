@@ -77,6 +77,11 @@ class Summary:
     auroc: float | None = None
     confusion: Confusion | None = None
     threshold: float = 0.7
+    # Where a detector ran: evaluations it read, spans it flagged, and claims where it and the verdict that
+    # counts differ on "supported or not" (it decided none of those: it was beside a judge).
+    detector_evaluations: int = 0
+    detector_spans: int = 0
+    detector_disagreements: int = 0
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -116,4 +121,19 @@ def summarise(records: Sequence[Mapping[str, Any]], threshold: float) -> Summary
         s.balanced_accuracy = confusion.balanced_accuracy
         # A low score should rank the hallucinated answers first.
         s.auroc = auroc([-float(r["score"]) for r in scored], [r["label"] == HALLUCINATED for r in scored])
+    ran = [
+        r["detector"]
+        for r in records
+        if isinstance(r.get("detector"), dict) and not r["detector"].get("error")
+    ]
+    s.detector_evaluations = len(ran)
+    s.detector_spans = sum(len(d.get("spans") or []) for d in ran)
+    s.detector_disagreements = sum(
+        (
+            c.get("detector_verdict") is not None
+            and (c["detector_verdict"] == "yes") != (c.get("verdict") == "yes")
+        )
+        for r in records
+        for c in r.get("claims") or []
+    )
     return s

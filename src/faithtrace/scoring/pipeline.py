@@ -31,7 +31,7 @@ from faithtrace.scoring import (
     steps,
     verdict_checks,
 )
-from faithtrace.scoring import score as scoring
+from faithtrace.scoring import verdict_score as scoring
 from faithtrace.scoring.cache import TruthCache, truth_cache
 from faithtrace.scoring.models import (
     STATUS_TEXT,
@@ -171,13 +171,43 @@ def local_mode(value: str, settings: JudgeSettings, local: str, hosted: str) -> 
     return value
 
 
+def for_judge(options: ScoringOptions, settings: JudgeSettings) -> ScoringOptions:
+    """``options`` with every ``auto`` choice made for this judge (the embedded one or a hosted model), once
+    per evaluation: the steps read plain values."""
+    return options.model_copy(
+        update={
+            "verdict_context": local_mode(options.verdict_context, settings, "evidence", "documents"),
+            "verdict_logprobs": local_mode(options.verdict_logprobs, settings, "on", "off"),
+            "verdict_policy": local_mode(options.verdict_policy, settings, "checks", "judge"),
+            "judge_token_budget": judge_budget.resolve(options.judge_token_budget, settings),
+        }
+    )
+
+
 _JUDGE_FAILURES = (JudgeError, LocalJudgeError)
+
+
+class StepFailed(Exception):
+    """The steps' one failure type: the judge, the embedded judge or the detector could not do its step.
+    ``run_pipeline`` turns it into an error result that keeps every call made so far. ``t0`` is when the
+    step began, for recording its calls; None when they are recorded already."""
+
+    def __init__(self, step: StepName, cause: BaseException, t0: float | None) -> None:
+        super().__init__(f"{step}: {cause}")
+        self.step = step
+        self.cause = cause
+        self.t0 = t0
+
+    def result(self, run: _Run) -> FaithfulnessResult:
+        if self.t0 is None:
+            return run.result(Outcome.ERROR, error=_error_info(self.step, self.cause))
+        return run.failed(self.step, self.cause, self.t0)
 
 
 async def _truths_and_claims(
     run: _Run, documents: list[str], claims_in: steps.ClaimsInput, cache: TruthCache
-) -> list[str] | FaithfulnessResult:
-    """Steps 1 and 2: the claims (or an error result).
+) -> list[str]:
+    """Steps 1 and 2: the claims. Raises ``StepFailed``.
 
     Sequential on the local judge (llama.cpp serves one request at a time, so concurrency would only add
     contention); concurrent on hosted judges, where latency dominates.
@@ -202,14 +232,14 @@ async def _truths_and_claims(
         if failure is not None:
             if not isinstance(failure[1], _JUDGE_FAILURES):
                 raise failure[1]
-            return run.result(Outcome.ERROR, error=_error_info(failure[0], failure[1]))
+            raise StepFailed(failure[0], failure[1], None)
         assert not isinstance(claims_res, BaseException)
         return claims_res[0].claims
     if use_truths:
         try:
             calls = await _truths(run, documents, cache)
         except _JUDGE_FAILURES as exc:
-            return run.failed("truths", exc, t0)
+            raise StepFailed("truths", exc, t0) from exc
         run.record("truths", calls, t0, cached=not calls)
     t1 = time.perf_counter()
     if run.options.claim_source == "sentences":
@@ -219,7 +249,7 @@ async def _truths_and_claims(
     try:
         out, calls = await steps.extract_claims(run.judge, claims_in)
     except _JUDGE_FAILURES as exc:
-        return run.failed("claims", exc, t1)
+        raise StepFailed("claims", exc, t1) from exc
     run.record("claims", calls, t1)
     return out.claims
 
@@ -228,9 +258,8 @@ async def _judge(
     run: _Run, documents: list[str], claims: list[str], found: Sequence[grounding.Grounding]
 ) -> tuple[dict[int, ClaimVerdict], list[LLMCall]]:
     """Verdicts by index into ``claims``: every claim, or those that fit the judge token budget."""
-    by_evidence = local_mode(run.options.verdict_context, run.judge.settings, "evidence", "documents")
-    logprobs = local_mode(run.options.verdict_logprobs, run.judge.settings, "on", "off") == "on"
-    evidence = grounding.evidence(claims, documents) if by_evidence == "evidence" else None
+    logprobs = run.options.verdict_logprobs == "on"
+    evidence = grounding.evidence(claims, documents) if run.options.verdict_context == "evidence" else None
     asked = steps.VerdictsInput(
         documents=documents,
         claims=claims,
@@ -244,7 +273,7 @@ async def _judge(
         logprobs=logprobs,
         min_p_supported=run.options.min_p_supported if logprobs else 0.0,
     )
-    budget = judge_budget.resolve(run.options.judge_token_budget, run.judge.settings)
+    budget = run.options.judge_token_budget or 0  # resolved by for_judge: 0 is no limit
     keep = judge_budget.select(asked, found, budget, run.options.verdict_batch_size)
     left = [i for i in range(len(claims)) if i not in keep]
     if left:
@@ -266,7 +295,19 @@ async def run_pipeline(
     cache: TruthCache | None = None,
 ) -> FaithfulnessResult:
     """Score ``answer`` against ``contexts``. Never raises for judge failures: returns ``outcome=error``."""
+    options = for_judge(options, judge.settings)
     run = _Run(judge=judge, options=options)
+    try:
+        return await _steps(run, query, contexts, answer, truth_cache if cache is None else cache)
+    except StepFailed as failed:
+        return failed.result(run)
+
+
+async def _steps(
+    run: _Run, query: str | None, contexts: Sequence[str], answer: str, cache: TruthCache
+) -> FaithfulnessResult:
+    """The steps in order: inputs, truths and claims, verdicts, score and label, reason."""
+    options = run.options
     try:
         query, contexts, answer, replaced = inputs.checked(query, contexts, answer)
     except inputs.BadInput as exc:
@@ -286,10 +327,7 @@ async def run_pipeline(
         return run.result(Outcome.NO_CLAIMS, reason=no_claims)
 
     claims_in = steps.ClaimsInput(question=question, answer=text)
-    got = await _truths_and_claims(run, documents, claims_in, truth_cache if cache is None else cache)
-    if isinstance(got, FaithfulnessResult):
-        return got
-    claims = got
+    claims = await _truths_and_claims(run, documents, claims_in, cache)
     if not claims:
         return run.result(Outcome.NO_CLAIMS, reason=no_claims)
     unjudged: list[str] = []
@@ -301,6 +339,36 @@ async def run_pipeline(
         claims = claims[: options.max_claims]
 
     # 3. verdicts. With nothing retrieved there is nothing to ask: every claim is unsupported.
+    verdicts, outcome, detector, left = await _verdicts(run, documents, question, text, claims)
+    unjudged += left
+
+    # 4 and 5: the score, in code; the label; the reason.
+    counts = scoring.count(verdicts)
+    value, faithful = _score(options, counts, outcome)
+    passed, reason = await _label_and_reason(run, counts, value, verdicts, outcome)
+    return run.result(
+        outcome,
+        score=value,
+        faithfulness=faithful,
+        passed=passed,
+        counts=counts,
+        claims=verdicts,
+        unjudged=unjudged,
+        reason=reason,
+        detector=detector,
+        # The verdicts' author: with the detector deciding, the judge is at most asked for claims or truths.
+        **({"judge_model": detector.model} if detector and options.verdict_source == "detector" else {}),
+    )
+
+
+async def _verdicts(
+    run: _Run, documents: list[str], question: str | None, text: str, claims: list[str]
+) -> tuple[list[ClaimVerdict], Outcome, DetectorReport | None, list[str]]:
+    """Step 3: each claim's verdict, the outcome, the detector's report and the claims left unjudged (by the
+    judge token budget). With nothing retrieved there is nothing to ask: every claim is unsupported.
+    Raises ``StepFailed``."""
+    options = run.options
+    unjudged: list[str] = []
     t0 = time.perf_counter()
     detector: DetectorReport | None = None
     if not documents:
@@ -310,7 +378,7 @@ async def run_pipeline(
         try:
             detector, verdicts = await detection.decide(options, question, documents, text, claims)
         except DetectorError as exc:
-            return run.failed("verdicts", exc, t0)
+            raise StepFailed("verdicts", exc, t0) from exc
         run.record("verdicts", [], t0)
         outcome = Outcome.SCORED
     else:
@@ -336,28 +404,34 @@ async def run_pipeline(
                     run, documents, [claims[i] for i in asked], [found[i] for i in asked]
                 )
             except _JUDGE_FAILURES as exc:
-                return run.failed("verdicts", exc, t0)
+                raise StepFailed("verdicts", exc, t0) from exc
             judged = {asked[k]: v for k, v in answers.items()}
         run.record("verdicts", calls, t0)
         kept = [i for i, done in enumerate(settled) if done is not None or i in judged]
-        unjudged += [claims[i] for i in range(len(claims)) if i not in kept]
+        unjudged = [claims[i] for i in range(len(claims)) if i not in kept]
         merged = [judged[i] if (done := settled[i]) is None else done for i in kept]
-        policy = local_mode(options.verdict_policy, judge.settings, "checks", "judge")
-        verdicts = verdict_checks.apply(merged, [found[i] for i in kept], policy)
+        verdicts = verdict_checks.apply(merged, [found[i] for i in kept], options.verdict_policy)
         outcome = Outcome.SCORED
         if options.detector_model:
             detector, verdicts = await detection.beside_judge(options, question, documents, text, verdicts)
+    return verdicts, outcome, detector, unjudged
 
-    # 4. the score, in code.
-    counts = scoring.count(verdicts)
-    value: float | None
-    faithful: float | None
+
+def _score(
+    options: ScoringOptions, counts: VerdictCounts, outcome: Outcome
+) -> tuple[float | None, float | None]:
+    """Step 4: the score and the faithfulness ratio, in code."""
     if outcome is Outcome.NO_CONTEXT:
-        value, faithful = 0.0, 0.0  # nothing to be faithful to: never a perfect score, whatever the policy
-    else:
-        value, faithful = scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
+        return 0.0, 0.0  # nothing to be faithful to: never a perfect score, whatever the policy
+    return scoring.score(counts, options.idk_policy), scoring.faithfulness(counts)
 
-    # 5. the label: the score against the threshold, and no contradicted claim (fail_on_contradiction).
+
+async def _label_and_reason(
+    run: _Run, counts: VerdictCounts, value: float | None, verdicts: list[ClaimVerdict], outcome: Outcome
+) -> tuple[bool | None, str | None]:
+    """Step 5: the label (the score against the threshold, and no contradicted claim with
+    ``fail_on_contradiction``) and the reason."""
+    options = run.options
     passed = scoring.passed(value, options.threshold)
     failing = reasons.contradiction_failure(verdicts) if options.fail_on_contradiction else None
     reason = await _reason(run, counts, value, verdicts, outcome)
@@ -365,19 +439,7 @@ async def run_pipeline(
         # The ratio alone would pass it: say first what fails it.
         passed = False
         reason = None if reason is None else f"{failing} {reason}"
-    return run.result(
-        outcome,
-        score=value,
-        faithfulness=faithful,
-        passed=passed,
-        counts=counts,
-        claims=verdicts,
-        unjudged=unjudged,
-        reason=reason,
-        detector=detector,
-        # The verdicts' author: with the detector deciding, the judge is at most asked for claims or truths.
-        **({"judge_model": detector.model} if detector and options.verdict_source == "detector" else {}),
-    )
+    return passed, reason
 
 
 def _maybe(options: ScoringOptions, text: str) -> str | None:

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
-from faithtrace.serve.scorer import Scorer
+from faithtrace.serve.receiver import Receiver
 
 
 def _retry_details(message: str, delay_s: float) -> bytes:
@@ -37,7 +37,7 @@ _EMPTY_RESPONSE: bytes = trace_service_pb2.ExportTraceServiceResponse().Serializ
 class TraceService:
     """``TraceService/Export`` on raw bytes: decoding is ours, so malformed input is INVALID_ARGUMENT."""
 
-    def __init__(self, scorer: Scorer) -> None:
+    def __init__(self, scorer: Receiver) -> None:
         self.scorer = scorer
 
     async def export(self, body: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
@@ -56,7 +56,9 @@ class TraceService:
         return _EMPTY_RESPONSE
 
 
-async def start(scorer: Scorer, host: str, port: int, max_request_bytes: int) -> tuple[grpc.aio.Server, int]:
+async def start(
+    scorer: Receiver, host: str, port: int, max_request_bytes: int
+) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_request_bytes)])
     handler = grpc.unary_unary_rpc_method_handler(TraceService(scorer).export)  # bytes in, bytes out
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),))

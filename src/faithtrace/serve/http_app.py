@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from faithtrace.serve.kafka import KAFKA_GAUGES
 from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_json, parse_protobuf
-from faithtrace.serve.scorer import Scorer
+from faithtrace.serve.receiver import Receiver
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -36,7 +36,7 @@ class TooLarge(Exception):
 
 
 class OtlpHttpApp:
-    def __init__(self, scorer: Scorer, max_request_bytes: int) -> None:
+    def __init__(self, scorer: Receiver, max_request_bytes: int) -> None:
         self.scorer = scorer
         self.max_bytes = max_request_bytes
 

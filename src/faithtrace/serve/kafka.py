@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from faithtrace._common import safety
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
-from faithtrace.serve.scorer import Saturated, Scorer, Unavailable
+from faithtrace.serve.receiver import Receiver, Saturated, Unavailable
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
@@ -98,19 +98,17 @@ KAFKA_GAUGES = frozenset(
 class _Partition:
     """The offsets of one partition in flight, in fetch order; commits advance past finished ones only."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
         self.offsets: collections.deque[int] = collections.deque()
         self.done: set[int] = set()
-        self.highest = -1  # highest offset ever fetched here (to count redeliveries)
         self.commit_to: int | None = None  # next offset to commit (the first not finished)
         self.committed: int | None = None
         self.finished = 0  # messages committable and not committed yet (counted once committed)
+        self.admitted: asyncio.Future[None] | None = None  # the last message's entry into the scorer
 
-    def add(self, offset: int) -> bool:
+    def add(self, offset: int) -> None:
         self.offsets.append(offset)
-        again = offset <= self.highest
-        self.highest = max(self.highest, offset)
-        return again
 
     def finish(self, offset: int) -> int:
         """Mark ``offset`` finished; returns how many messages became committable (the finished prefix)."""
@@ -128,14 +126,17 @@ class _Partition:
 class KafkaSource:
     """Consumes the topic into ``scorer`` until ``stop()``."""
 
-    def __init__(self, scorer: Scorer, settings: KafkaSettings) -> None:
+    def __init__(self, scorer: Receiver, settings: KafkaSettings) -> None:
         self.scorer = scorer
         self.settings = settings
         self.counters = KafkaCounters()
         self._consumer: Consumer | None = None
         self._client = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="faithtrace-kafka")
         self._parts: dict[tuple[str, int], _Partition] = {}
-        self._tasks: dict[asyncio.Task[None], tuple[tuple[str, int], int, int]] = {}
+        # Each message in flight with its partition's tracker: a tracker dropped by a rebalance is not
+        # committed through any more, even if the partition comes back.
+        self._tasks: dict[asyncio.Task[None], tuple[_Partition, int, int]] = {}
+        self._highest: dict[tuple[str, int], int] = {}  # highest offset fetched per partition, ever
         self._buffered_bytes = 0
         self._paused = False
         self._stopping = False
@@ -172,7 +173,8 @@ class KafkaSource:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.counters.kafka_rebalances += 1
         for tp in partitions:
-            self._parts.setdefault((tp.topic, tp.partition), _Partition())
+            key = (tp.topic, tp.partition)
+            self._parts.setdefault(key, _Partition(key))
         if self._paused and partitions:
             # Newly assigned partitions start fetching; while paused, they wait like the others.
             self._pending_pause = True
@@ -197,7 +199,8 @@ class KafkaSource:
             self._parts.pop((tp.topic, tp.partition), None)
 
     async def _finish(self, keys: set[tuple[str, int]]) -> None:
-        tasks = [t for t, (key, _, _) in self._tasks.items() if key in keys]
+        parts = {id(self._parts[k]) for k in keys if k in self._parts}
+        tasks = [t for t, (part, _, _) in self._tasks.items() if id(part) in parts]
         if tasks:
             await asyncio.wait(tasks, timeout=self.settings.revoke_timeout_s)
 
@@ -227,8 +230,10 @@ class KafkaSource:
         try:
             consumer.commit(offsets=offsets, asynchronous=False)
         except Exception as exc:
+            # The broker is away or the group is rebalancing: not our failure. The offsets stay pending and
+            # are committed with the next ones (or read again by the next owner: at least once).
             self.counters.kafka_commit_failures += 1
-            safety.internal_error("committing Kafka offsets", exc)
+            safety.warn_rate_limited("kafka-commit", "faithtrace serve: Kafka commit failed (%s)", exc)
             return
         self._committed(offsets)
 
@@ -292,35 +297,54 @@ class KafkaSource:
         value = message.value() or b""
         self.counters.kafka_messages += 1
         self.counters.kafka_bytes += len(value)
-        if part.add(offset):
+        part.add(offset)
+        if offset <= self._highest.get(key, -1):
             self.counters.kafka_redelivered += 1
+        self._highest[key] = max(offset, self._highest.get(key, -1))
         self._buffered_bytes += len(value)
         assert self._loop is not None
-        task = self._loop.create_task(self._score(value))
-        self._tasks[task] = (key, offset, len(value))
+        # A message is fed to the scorer only once the one before it in its partition is in the assembler:
+        # a trace's parts are written in order, and a refused part must not let a later one overtake it
+        # (its root would come first and the trace would be taken for one without a retriever).
+        previous, mine = part.admitted, self._loop.create_future()
+        part.admitted = mine
+        task = self._loop.create_task(self._score(value, previous, mine))
+        self._tasks[task] = (part, offset, len(value))
         task.add_done_callback(self._finished)
 
-    async def _score(self, value: bytes) -> None:
+    async def _score(
+        self, value: bytes, previous: asyncio.Future[None] | None, mine: asyncio.Future[None]
+    ) -> None:
         """Until the scorer takes the message in full: refusals are retried after the delay they ask for."""
-        while True:
-            try:
-                await self.scorer.export_raw(value, parse_protobuf, whole=True)
-                return
-            except BadRequest:
-                self.counters.kafka_malformed += 1
-                self.scorer.counters.bad_requests += 1
-                return
-            except Saturated as exc:
-                self.counters.kafka_retries += 1
-                await asyncio.sleep(exc.retry_after_s)
-            except Unavailable:
-                if self._stopping or self.scorer.closing:
-                    raise
-                self.counters.kafka_retries += 1
-                await asyncio.sleep(1.0)
+
+        def admitted() -> None:
+            if not mine.done():
+                mine.set_result(None)
+
+        try:
+            if previous is not None:
+                await previous
+            while True:
+                try:
+                    await self.scorer.export_raw(value, parse_protobuf, whole=True, admitted=admitted)
+                    return
+                except BadRequest:
+                    self.counters.kafka_malformed += 1
+                    self.scorer.counters.bad_requests += 1
+                    return
+                except Saturated as exc:
+                    self.counters.kafka_retries += 1
+                    await asyncio.sleep(exc.retry_after_s)
+                except Unavailable:
+                    if self._stopping or self.scorer.closing:
+                        raise
+                    self.counters.kafka_retries += 1
+                    await asyncio.sleep(1.0)
+        finally:
+            admitted()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        key, offset, size = self._tasks.pop(task)
+        part, offset, size = self._tasks.pop(task)
         self._buffered_bytes -= size
         if task.cancelled() or self._closed:
             return
@@ -329,8 +353,7 @@ class KafkaSource:
             if not isinstance(error, Unavailable):
                 safety.internal_error("scoring a Kafka message", error)
             return  # not finished: never committed, read again by whoever owns the partition next
-        part = self._parts.get(key)
-        if part is not None:
+        if self._parts.get(part.key) is part:
             part.finish(offset)
 
     async def _flow(self, consumer: Consumer) -> None:

@@ -23,7 +23,7 @@ from faithtrace._common.errors import ConfigError
 from faithtrace._config import options
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.settings import build_settings
-from faithtrace.sources.spans import Convention
+from faithtrace.sources.conventions import Convention
 
 if TYPE_CHECKING:
     from faithtrace.serve.kafka import KafkaSettings
@@ -104,7 +104,7 @@ async def serve(args: argparse.Namespace) -> int:
     from faithtrace.serve.apps import Apps
     from faithtrace.serve.http_app import OtlpHttpApp
     from faithtrace.serve.limits import Limits
-    from faithtrace.serve.scorer import Scorer
+    from faithtrace.serve.receiver import Receiver
 
     cfg = serve_options(args)
 
@@ -130,7 +130,7 @@ async def serve(args: argparse.Namespace) -> int:
                 "faithtrace serve --kafka needs its extra: pip install 'faithtrace[kafka]'"
             ) from None
     instance = cfg.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    scorer = Scorer(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping))
+    scorer = Receiver(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping))
 
     grpc, grpc_port = await grpc_server.start(scorer, cfg.host, cfg.grpc_port, cfg.max_request_bytes)
     config = uvicorn.Config(

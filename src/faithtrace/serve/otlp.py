@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from faithtrace.sources.spans import Convention, SpanView, role_of
+from faithtrace.sources.conventions import Convention, SpanView, role_of
 
 
 class BadRequest(Exception):

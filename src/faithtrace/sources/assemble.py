@@ -29,6 +29,7 @@ import collections
 import itertools
 from typing import Final, NamedTuple
 
+from faithtrace.sources.conventions import OWNED, RETRIEVER, RagItem, SpanView
 from faithtrace.sources.held import (
     INCOMPLETE_EVICTED,
     INCOMPLETE_LATE_RETRIEVER,
@@ -41,7 +42,6 @@ from faithtrace.sources.held import (
     item_of,
     whole,
 )
-from faithtrace.sources.spans import OWNED, RETRIEVER, RagItem, SpanView
 
 __all__ = [
     "INCOMPLETE_EVICTED",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Final, NamedTuple
 
 from faithtrace._telemetry import names as n
-from faithtrace.sources.spans import (
+from faithtrace.sources.conventions import (
     CHAIN,
     RETRIEVER,
     RagItem,

@@ -26,7 +26,7 @@ from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import register
 from faithtrace._telemetry.records import FunctionStats, Job
 from faithtrace.sources.assemble import Assembler, Resolved
-from faithtrace.sources.spans import SpanView, cut, role_of
+from faithtrace.sources.conventions import SpanView, cut, role_of
 
 _MAX_FUNCTIONS: Final = 256  # distinct root span names counted as functions (metrics cardinality)
 

@@ -164,13 +164,15 @@ def plan(model: DetectorModel, question: str, passages: Sequence[str], answer: s
         part_tokens = len(_encode(tokenizer, part).ids)
         for window in context_windows(tokenizer, question, passages, room - part_tokens):
             enc = _fit(tokenizer, window, part, model.max_length)
+            # Each read of an Encoding's attribute converts the whole list, holding the GIL: read once.
+            offsets = enc.offsets
             positions = [i for i, s in enumerate(enc.sequence_ids) if s == 1]
             inputs.append(
                 _Input(
                     part=index,
                     ids=list(enc.ids),
                     answer_positions=positions,
-                    offsets=[(enc.offsets[i][0] + start, enc.offsets[i][1] + start) for i in positions],
+                    offsets=[(offsets[i][0] + start, offsets[i][1] + start) for i in positions],
                 )
             )
     too_long = [len(i.ids) for i in inputs if len(i.ids) > model.max_length]

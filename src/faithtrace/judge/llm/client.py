@@ -256,22 +256,27 @@ class Judge:
         max_tokens: int | None,
         logprobs: bool = False,
     ) -> tuple[str, str | None, list[_reply.TokenLogprobs] | None]:
+        """The one retry loop: a request the judge refused for a feature it lacks is sent again at once
+        without it (``_Degraded``: at most twice, the feature stays off); a transient failure is sent again
+        after a backoff, ``max_retries`` times."""
         s = self.settings
         delay = 1.0
-        for attempt in range(1, s.max_retries + 2):
-            if attempt > 1:
-                ep = await self._aendpoint()  # a local server that went away is restarted here
+        attempt = 1
+        while True:
             try:
                 return await self._complete_once(
                     ep, step, messages, json_schema, calls, attempt, max_tokens, logprobs
                 )
+            except _Degraded:
+                continue
             except JudgeError as exc:
                 if exc.type not in _reply.RETRYABLE or attempt > s.max_retries:
                     raise
                 # Exponential backoff with full jitter, capped: many workers must not retry in lockstep.
                 await asyncio.sleep(min(20.0, delay) * (0.5 + _reply.jitter() / 2))
                 delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+                attempt += 1
+                ep = await self._aendpoint()  # a local server that went away is restarted here
 
     async def _complete_once(
         self,
@@ -329,15 +334,13 @@ class Judge:
                 # No log-probabilities (an older local judge, some providers): sampled verdicts from now on.
                 logger.info("faithtrace: judge %s gives no log-probabilities; judging without", ep.model)
                 self._logprobs_refused = True
-                return await self._complete_once(ep, step, messages, json_schema, calls, attempt, max_tokens)
+                raise _Degraded from exc
             if mode != "json_object" and _reply.rejects_format(exc):
                 # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to
                 # JSON mode for the rest of this judge's life and try again at once.
                 logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
                 self._mode = "json_object"
-                return await self._complete_once(
-                    ep, step, messages, json_schema, calls, attempt, max_tokens, logprobs
-                )
+                raise _Degraded from exc
             if ep.local and etype == "judge_unavailable":
                 # The shared local server was stopped or crashed: resolve (and restart) it on the next try.
                 self._endpoint = None
@@ -362,6 +365,11 @@ class Judge:
             )
         )
         return raw, finish_reason, _reply.token_logprobs(response) if logprobs else None
+
+
+class _Degraded(Exception):
+    """The judge refused a request feature (log-probabilities, a structured-output mode), now switched off
+    for this judge: the same request goes again at once, without it."""
 
 
 def _pairs(messages: list[Message]) -> tuple[tuple[str, str], ...]:

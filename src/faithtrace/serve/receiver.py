@@ -1,4 +1,5 @@
-"""The scorer behind the receivers: admission, idempotence, trace assembly, scoring and honest answers.
+"""The receiver behind the transports (OTLP gRPC and HTTP, Kafka): admission, idempotence, trace assembly,
+scoring and honest answers.
 
 One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
@@ -33,13 +34,13 @@ from faithtrace._telemetry import spans
 from faithtrace._telemetry.records import Job
 from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.scorer import Scorer as ScoringScorer
+from faithtrace.scoring.scorer import Scorer
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import scan
 from faithtrace.sources.assemble import INCOMPLETE_NO_ROOT, Assembler, Resolved
-from faithtrace.sources.spans import (
+from faithtrace.sources.conventions import (
     FAITHTRACE_REMOTE,
     OWN,
     RETRIEVER,
@@ -51,13 +52,13 @@ from faithtrace.sources.spans import (
 )
 
 # The bounds and refusals live in limits.py; the receivers (HTTP, gRPC, Kafka) import them from here too.
-__all__ = ["Counters", "Limits", "Saturated", "Scorer", "Unavailable"]
+__all__ = ["Counters", "Limits", "Receiver", "Saturated", "Unavailable"]
 
 _TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
 ResourceKey = tuple[tuple[str, Any], ...]
 
 
-class Scorer:
+class Receiver:
     def __init__(
         self,
         settings: Settings,
@@ -71,7 +72,7 @@ class Scorer:
         self.conventions = (FAITHTRACE_REMOTE, *conventions)
         self.watched = watched_keys(self.conventions)
         self._markers = [key.encode() for key in self.watched]
-        self.scoring = ScoringScorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
+        self.scoring = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self.counters = Counters()
         self.assembler = Assembler(
             settle_s=limits.settle_s,
@@ -127,7 +128,12 @@ class Scorer:
 
     # --- one request ---------------------------------------------------------------------------------------
     async def export_raw(
-        self, body: bytes, parse: Callable[[bytes], ExportTraceServiceRequest], *, whole: bool = False
+        self,
+        body: bytes,
+        parse: Callable[[bytes], ExportTraceServiceRequest],
+        *,
+        whole: bool = False,
+        admitted: Callable[[], None] | None = None,
     ) -> None:
         """The cheapest check first: a body in which no watched attribute key occurs (a byte search) holds
         no RAG span, and while no trace is waiting for its root its spans are not looked at one by one. It
@@ -141,19 +147,31 @@ class Scorer:
             self.counters.spans += sum(
                 len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans
             )
+            if admitted is not None:
+                admitted()
             return
-        await self.export(request, whole=whole)
+        await self.export(request, whole=whole, admitted=admitted)
 
-    async def export(self, request: ExportTraceServiceRequest, *, whole: bool = False) -> None:
+    async def export(
+        self,
+        request: ExportTraceServiceRequest,
+        *,
+        whole: bool = False,
+        admitted: Callable[[], None] | None = None,
+    ) -> None:
         """Score what ``request`` carries; return once it may be acknowledged, else raise Saturated or
         Unavailable. ``whole``: wait for every trace it touched in full, however long its root takes (a
-        Kafka message is committed only then: its spans are not kept anywhere else)."""
+        Kafka message is committed only then: its spans are not kept anywhere else). ``admitted`` is called
+        once the request's spans are in the assembler: a Kafka partition feeds its next message only then,
+        so that a trace's parts are assembled in the order they were written."""
         if self.closing:
             raise Unavailable("shutting down")
         self.counters.requests += 1
         found = scan(request, self.watched, self.conventions)
         self.counters.spans += found.spans
         if not found.views and not found.roots:
+            if admitted is not None:
+                admitted()
             return
         loop = asyncio.get_running_loop()
         own: list[tuple[ResourceKey, RagItem]] = []
@@ -200,6 +218,8 @@ class Scorer:
         self.requests_open += 1
         try:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
+            if admitted is not None:
+                admitted()
             if partial and whole:
                 waits += partial
             elif partial:
