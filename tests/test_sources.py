@@ -382,10 +382,10 @@ def test_a_retriever_after_its_trace_was_dropped_is_reported() -> None:
 def test_otlp_span_flags_mark_a_services_local_root() -> None:
     """OTLP carries whether a span's parent is remote (span flags 0x100 | 0x200, set by the SDK's exporter):
     such a span is its service's root, whether it is an OpenInference span or an HTTP handler's."""
-    from faithtrace.sources.spans import FAITHTRACE_REMOTE, watched_keys
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     from faithtrace.serve.otlp import scan
+    from faithtrace.sources.conventions import FAITHTRACE_REMOTE, watched_keys
 
     req = ExportTraceServiceRequest()
     spans = req.resource_spans.add().scope_spans.add().spans
