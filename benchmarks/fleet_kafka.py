@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -300,10 +299,8 @@ def main() -> None:
             print(_common.table(keys, [[r[k] for k in keys] for r in rows]))
     results["load_average"] = os.getloadavg()
     print(f"\nload average: {results['load_average']}")
-    out = Path(args.out or HERE / "results" / f"fleet-kafka{'-quick' if args.quick else ''}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"results: {out}")
+    out = args.out or _common.default_out("fleet-kafka", args.quick)
+    print(f"results: {_common.write_results('fleet_kafka', results, out)}")
 
 
 if __name__ == "__main__":
