@@ -1,33 +1,39 @@
-"""The scoring fleet behind the real Collector: scaling, receiver cost, added latency, duplicates.
+"""The scoring fleet behind the real Collector: scaling, receiver cost, added latency, held-trace memory,
+OpenInference assembly, duplicates.
 
 Every figure comes from real processes on 127.0.0.1: the Collector that collector/build.sh builds, running
 collector/otelcol/fleet.yaml (load balancing by trace ID, persistent queue), `faithtrace serve` replicas,
-the fixed-latency judge stand-in (benchmarks/_fakejudge.py) and a decorated app with
-`configure(scoring="remote")`.
-Four measurements:
+the fixed-latency judge stand-in (benchmarks/_fakejudge.py) and apps: a decorated one with
+`configure(scoring="remote")`, and LlamaIndex / LangChain apps traced by OpenInference alone.
+Six measurements (``--phases``):
 
-1. scaling: evaluations/s with 1, 2, 3 replicas (target: N replicas >= 0.8 x N x one replica). The rate is
-   taken from the sink's own timestamps: RAG traces / (last evaluation's end - first RAG span's start);
-2. receiver cost: plain (non-RAG) spans sent straight to one replica over OTLP/gRPC, divided by the CPU time
-   that replica burnt meanwhile (/proc) = spans/s per core;
-3. latency: RAG span end -> evaluation span start, app -> Collector -> replica against app -> replica
-   directly, at a low rate; the difference of the p50s/p99s is what the Collector path adds;
-4. duplicates: one replica SIGKILLed mid-run and started again; evaluations beyond one per trace.
+1. scaling: evaluations/s with N replicas (``--replicas 1,2,4``, target N replicas >= 0.8 x N x one), from
+   the sink's own timestamps: RAG traces / (last evaluation's end - first RAG span's start);
+2. cost: plain (non-RAG) spans sent straight to one replica over OTLP/gRPC: its CPU µs per span (/proc);
+3. latency: RAG span end -> evaluation start, app -> Collector -> replica against app -> replica directly,
+   with a fast judge and calls far enough apart that the direct baseline never queues;
+4. kill: one replica SIGKILLed mid-run and started again; traces missing and evaluations beyond one;
+5. memory: one replica's RSS per RAG trace held for its root, and per chat trace (no retriever);
+6. openinference: >= 500 LlamaIndex + LangChain traces per scenario (normal, roots 3 s late, saturated
+   replicas, a flood of chat traces): lost, scored against the wrong span or text, duplicates.
 
-    python benchmarks/fleet.py --quick        # ~3 min
-    python benchmarks/fleet.py                # ~10 min
+    python benchmarks/fleet.py --quick        # shorter runs
+    python benchmarks/fleet.py --phases cost,memory   # no Collector needed
 
-On a shared 2-core machine the app, the Collector, the judge and every replica compete for the same cores:
+On a shared 2-core machine the apps, the Collector, the judge and every replica compete for the same cores:
 read the ratios, and the load average printed with the results.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,7 @@ import _common  # noqa: E402
 
 from _fleet_fixtures import (  # noqa: E402
     EVALUATION_SPAN,
+    GROUPBYTRACE_OVERLAY,
     Fleet,
     app_calls,
     app_traces,
@@ -62,11 +69,14 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-def _start(group: Fleet, replicas: int, concurrency: int) -> None:
+def _start(
+    group: Fleet, replicas: int, concurrency: int, extra: tuple[str, ...] = (), collector: bool = True
+) -> None:
     for _ in range(replicas):
-        group.add_scorer(concurrency=concurrency)
+        group.add_scorer(concurrency=concurrency, extra=extra)
     group.wait_scorers_ready()
-    group.start_collector()
+    if collector:
+        group.start_collector()
 
 
 def scaling(otelcol: str, replicas: int, traces: int, latency: float, concurrency: int) -> dict[str, Any]:
@@ -122,7 +132,7 @@ def receiver_cost(otelcol: str, spans: int) -> dict[str, Any]:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp, fleet(Path(tmp), otelcol) as group:
-        _start(group, 1, 4)
+        _start(group, 1, 4, collector=False)  # spans go straight to the replica
         proc, grpc_port, _ = group.scorers[0]
         assert proc.popen is not None
         provider = TracerProvider(resource=Resource.create({"service.name": "fleet-bench-plain"}))
@@ -152,44 +162,229 @@ def receiver_cost(otelcol: str, spans: int) -> dict[str, Any]:
             "spans": sent,
             "replica_cpu_s": round(cpu, 3),
             "spans_per_core_s": round(sent / cpu) if cpu > 0 else None,
+            "cpu_us_per_span": round(cpu / sent * 1e6, 2) if sent else None,
             "wall_s": round(wall, 2),
             "judge_requests": group.judge_requests(),
         }
 
 
-def _delays_ms(run_spans: list[dict[str, Any]], calls: dict[str, tuple[str, int]]) -> list[float]:
+def _delays_ms(
+    run_spans: list[dict[str, Any]], calls: dict[str, tuple[str, int]], skip_first: int = 0
+) -> list[float]:
+    """Call return -> evaluation start per call, in call order, without the first ``skip_first`` calls (a
+    replica's first request from an app sets up that app's exporters: a one-time cost, not latency)."""
     # The app prints when each call returned (its RAG span's end): the RAG span itself reaches the sink only
     # through the Collector, not on the direct path.
     delays = []
     for span in run_spans:
         call = calls.get(span["traceId"])
         if span["name"] == EVALUATION_SPAN and call and call[1]:
-            delays.append((_ns(span["startTimeUnixNano"]) - call[1]) / 1e6)
-    return delays
+            delays.append((call[1], (_ns(span["startTimeUnixNano"]) - call[1]) / 1e6))
+    return [delay for _, delay in sorted(delays)[skip_first:]]
 
 
-def latency(otelcol: str, traces: int, judge_latency: float) -> dict[str, Any]:
-    """RAG span end -> evaluation start, through the Collector and straight to a replica, at 5 traces/s."""
-    out: dict[str, Any] = {}
+def latency(otelcol: str, traces: int, judge_latency: float, interval: float) -> dict[str, Any]:
+    """RAG call return -> evaluation start, through the Collector and straight to a replica.
+
+    The direct path is the baseline, so it must not queue: the app's SDK exports one batch at a time and a
+    replica answers a batch only once it is scored, so a batch exported while the previous one is being
+    scored waits for it. With a 300 ms judge and 5 traces/s that wait made the direct path the slower one
+    and the "added" latency negative (p50 -216 ms). Here the judge is fast and the app slow enough that
+    every batch is scored before the next is sent (checked: the direct p99 stays under ``interval``); what
+    remains of the difference is the Collector path's own cost (receive, persistent queue with fsync, load
+    balancer, and groupbytrace's wait where it is configured)."""
+    out: dict[str, Any] = {"judge_latency_s": judge_latency, "interval_s": interval}
     with (
         tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
         fleet(Path(tmp), otelcol, judge_latency) as group,
     ):
         _start(group, 1, 16)
         _, grpc_port, _ = group.scorers[0]
-        for path, endpoint in (("collector", group.ports.app_grpc), ("direct", grpc_port)):
-            app = start_app(group, count=traces, interval=0.2, endpoint_port=endpoint)
+        for path, endpoint in (("direct", grpc_port), ("collector", group.ports.app_grpc)):
+            app = start_app(group, count=traces, interval=interval, endpoint_port=endpoint)
             wait_app_done(app, timeout=600)
             run = collect(group, app_traces(app), timeout=300)
-            delays = _delays_ms(run.spans, app_calls(app))
+            delays = _delays_ms(run.spans, app_calls(app), skip_first=3)
             out[path] = {
-                "traces": len(run.expected),
+                "traces": len(delays),  # measured: all but the first 3
                 "p50_ms": round(_common.percentile(delays, 50), 1),
                 "p99_ms": round(_common.percentile(delays, 99), 1),
             }
     out["added_p50_ms"] = round(out["collector"]["p50_ms"] - out["direct"]["p50_ms"], 1)
     out["added_p99_ms"] = round(out["collector"]["p99_ms"] - out["direct"]["p99_ms"], 1)
+    out["direct_queued"] = out["direct"]["p99_ms"] > interval * 1000
     return out
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def _oi_part(first: int, count: int, with_root: bool, retriever: bool) -> bytes:
+    """One OTLP request of ``count`` LlamaIndex-shaped traces (a retriever, a synthesizer, a text splitter,
+    an LLM span; the root only ``with_root``), or of chat traces (``retriever`` False: a CHAIN root)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    docs = ["The Eiffel Tower is 330 metres tall.", "It was completed in 1889 for the World's Fair in Paris."]
+    answer = "The tower rises 330 metres. Builders finished it in 1889. It stands in Paris."
+    req = ExportTraceServiceRequest()
+    scope = req.resource_spans.add().scope_spans.add()
+
+    def span(trace: int, sid: int, parent: int, name: str, attrs: dict[str, str]) -> None:
+        s = scope.spans.add()
+        s.trace_id, s.span_id, s.name = trace.to_bytes(16, "big"), sid.to_bytes(8, "big"), name
+        if parent:
+            s.parent_span_id = parent.to_bytes(8, "big")
+        for key, value in attrs.items():
+            a = s.attributes.add()
+            a.key, a.value.string_value = key, value
+
+    for trace in range(first, first + count):
+        if not retriever:
+            span(
+                trace,
+                1,
+                0,
+                "chat",
+                {
+                    "openinference.span.kind": "CHAIN",
+                    "input.value": "Hello?",
+                    "output.value": f"Hello, visitor {trace}.",
+                },
+            )
+            continue
+        span(
+            trace,
+            2,
+            1,
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                **{f"retrieval.documents.{i}.document.content": d for i, d in enumerate(docs)},
+            },
+        )
+        span(
+            trace,
+            4,
+            3,
+            "TokenTextSplitter.split_text",
+            {"openinference.span.kind": "CHAIN", "input.value": docs[0], "output.value": docs[0]},
+        )
+        span(
+            trace,
+            5,
+            3,
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "input.value": "Context: " + " ".join(docs),
+                "output.value": answer,
+            },
+        )
+        span(
+            trace,
+            3,
+            1,
+            "synthesize",
+            {"openinference.span.kind": "CHAIN", "input.value": "How tall?", "output.value": answer},
+        )
+        if with_root:
+            span(
+                trace,
+                1,
+                0,
+                "query",
+                {"openinference.span.kind": "CHAIN", "input.value": "How tall?", "output.value": answer},
+            )
+    return bytes(req.SerializeToString())
+
+
+def held_memory(otelcol: str, traces: int) -> dict[str, Any]:
+    """One replica's RSS growth per RAG trace held for its root, and with as many chat traces (no
+    retriever: their own bounded pool) sent after. No judge call is made: nothing resolves."""
+    import grpc
+
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp, fleet(Path(tmp), otelcol) as group:
+        extra = ("--settle", "3600", "--hold", "0", "--max-traces", str(2 * traces))
+        _start(group, 1, 4, extra=extra, collector=False)
+        proc, grpc_port, http_port = group.scorers[0]
+        assert proc.popen is not None
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        export(_oi_part(10**9, 100, with_root=True, retriever=False), timeout=60)  # warm the code paths
+        time.sleep(3.0)  # past the chat traces' grace
+        before = _rss_bytes(proc.popen.pid)
+        for first in range(1, traces + 1, 500):
+            export(_oi_part(first, min(500, traces + 1 - first), with_root=False, retriever=True), timeout=60)
+        held = _rss_bytes(proc.popen.pid)
+        for first in range(10**6, 10**6 + traces, 500):
+            export(
+                _oi_part(first, min(500, 10**6 + traces - first), with_root=True, retriever=False), timeout=60
+            )
+        chats = _rss_bytes(proc.popen.pid)
+        channel.close()
+        stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http_port}/stats", timeout=5).read())
+        return {
+            "rag_traces_held": stats["held_traces"],
+            "bytes_per_held_trace": round((held - before) / traces),
+            "chat_traces": traces,
+            "chat_traces_dropped": stats["dropped_not_rag"],
+            "bytes_per_chat_trace": round((chats - held) / traces),
+            "rss_mb": [round(v / 2**20, 1) for v in (before, held, chats)],
+        }
+
+
+def openinference(
+    otelcol: str, traces: int, judge_latency: float, which: set[str], configs_wanted: set[str]
+) -> list[dict[str, Any]]:
+    """LlamaIndex and LangChain apps (OpenInference, no faithtrace) -> Collector -> 2 replicas: every RAG
+    trace scored once, against its root span and its own answer, in four scenarios."""
+    from _oi_fleet import collect_oi, oi_expected, start_oi_app
+
+    scenarios: list[tuple[str, int, tuple[str, ...], dict[str, Any]]] = [
+        ("normal", 16, (), {}),
+        ("root 3 s late", 16, (), {"late_root_s": 3.0}),
+        ("saturated", 1, ("--max-pending", "2"), {}),
+        ("non-RAG flood x10", 16, (), {"non_rag": 10}),
+    ]
+    rows = []
+    configs = [("fleet.yaml", []), ("+ groupbytrace", [GROUPBYTRACE_OVERLAY])]
+    configs = [c for c, key in zip(configs, ("plain", "grouped"), strict=True) if key in configs_wanted]
+    scenarios = [
+        s for s, key in zip(scenarios, ("normal", "late", "saturated", "flood"), strict=True) if key in which
+    ]
+    for (label, concurrency, extra, app_args), (config, overlays) in itertools.product(scenarios, configs):
+        with (
+            tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
+            fleet(Path(tmp), otelcol, judge_latency) as group,
+        ):
+            group.overlays.extend(overlays)
+            _start(group, 2, concurrency, extra=extra)
+            started = time.monotonic()
+            apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
+            for app in apps:
+                wait_app_done(app, timeout=1200)
+            expected = {t: v for app in apps for t, v in oi_expected(app).items()}
+            run = collect_oi(group, expected, timeout=240)
+            stats = [
+                json.loads(urllib.request.urlopen(f"http://127.0.0.1:{h}/stats", timeout=5).read())
+                for _, _, h in group.scorers
+            ]
+            rows.append(
+                {
+                    "scenario": label,
+                    "config": config,
+                    **run.summary(),
+                    "seconds": round(time.monotonic() - started, 1),
+                    "incomplete": sum(s["incomplete"] for s in stats),
+                    "refused": sum(s["rejected_saturated"] + s["rejected_held"] for s in stats),
+                    "dropped_not_rag": sum(s["dropped_not_rag"] for s in stats),
+                }
+            )
+    return rows
 
 
 def kill_duplicates(otelcol: str, traces: int, latency_s: float) -> dict[str, Any]:
@@ -260,22 +455,39 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer traces (about 3 minutes)")
     parser.add_argument("--replicas", default="1,2,3", help="replica counts for the scaling run")
     parser.add_argument("--latency", type=float, default=0.3, help="judge latency per request, seconds")
+    parser.add_argument(
+        "--latency-judge", type=float, default=0.01, help="judge latency in the latency phase (0.01 s)"
+    )
+    parser.add_argument(
+        "--latency-interval", type=float, default=0.5, help="seconds between calls in the latency phase"
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="`faithtrace serve --concurrency`")
     parser.add_argument("--traces", type=int, help="RAG traces per scaling run (default 60 quick, 960)")
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet[-quick].json)")
+    parser.add_argument("--oi-traces", type=int, default=500, help="RAG traces per OpenInference scenario")
     parser.add_argument(
-        "--phases", default="scaling,cost,latency,kill", help="which tables (default: all four)"
+        "--oi-scenarios", default="normal,late,saturated,flood", help="OpenInference scenarios to run"
+    )
+    parser.add_argument(
+        "--oi-configs", default="plain,grouped", help="fleet.yaml alone (plain), with the overlay (grouped)"
+    )
+    parser.add_argument(
+        "--phases",
+        default="scaling,cost,latency,kill,memory,openinference",
+        help="which tables (default: all six)",
     )
     args = parser.parse_args()
     reason = serve_available()
     if reason is not None:
         sys.exit(f"fleet.py: {reason}")
-    otelcol = os.environ.get("FAITHTRACE_OTELCOL_BIN") or otelcol_binary()
+    phases = set(args.phases.split(","))
+    # The cost and memory phases talk to one replica directly: they run without a Collector binary.
+    needs_collector = bool(phases & {"scaling", "latency", "kill", "openinference"})
+    otelcol = (os.environ.get("FAITHTRACE_OTELCOL_BIN") or otelcol_binary()) if needs_collector else ""
     # Trace-ID hashing over 3 replicas splits a few hundred traces unevenly (240 went 98 / 72 / 70) and the
     # busiest replica sets the end time: 960 traces measure the fleet's rate rather than one replica's tail.
     traces = args.traces or (60 if args.quick else 960)
 
-    phases = set(args.phases.split(","))
     results: dict[str, Any] = {"judge_latency_s": args.latency, "concurrency": args.concurrency}
     if "scaling" in phases:
         results["scaling"] = _scaling_table(otelcol, args, traces)
@@ -283,18 +495,62 @@ def main() -> None:
         cost = receiver_cost(otelcol, 20000 if args.quick else 100000)
         results["receiver_cost"] = cost
         print("\nReceiver cost of non-RAG spans (sent straight to one replica over OTLP/gRPC)")
-        headers = ["spans", "replica CPU s", "spans/s per core", "wall s", "judge requests"]
-        keys = ["spans", "replica_cpu_s", "spans_per_core_s", "wall_s", "judge_requests"]
+        headers = ["spans", "replica CPU s", "CPU µs/span", "spans/s per core", "wall s", "judge requests"]
+        keys = ["spans", "replica_cpu_s", "cpu_us_per_span", "spans_per_core_s", "wall_s", "judge_requests"]
         print(_common.table(headers, [[cost[k] for k in keys]]))
     if "latency" in phases:
-        lat = latency(otelcol, 30 if args.quick else 100, args.latency)
+        lat = latency(otelcol, 30 if args.quick else 100, args.latency_judge, args.latency_interval)
         results["latency"] = lat
         print(
-            "\nRAG call return -> evaluation start (one replica, 5 traces/s; app batch delay 200 ms in both)"
+            f"\nRAG call return -> evaluation start (one replica, judge {args.latency_judge * 1000:.0f} ms, "
+            f"one call every {args.latency_interval} s; app batch delay 200 ms on both paths)"
         )
         rows = [[p, lat[p]["traces"], lat[p]["p50_ms"], lat[p]["p99_ms"]] for p in ("direct", "collector")]
         print(_common.table(["path", "traces", "p50 ms", "p99 ms"], rows))
         print(f"added by the Collector path: p50 {lat['added_p50_ms']} ms, p99 {lat['added_p99_ms']} ms")
+        if lat["direct_queued"]:
+            print("WARNING: the direct baseline queued (its p99 exceeds the interval): the difference is not")
+            print("the Collector's cost; raise --latency-interval or lower --latency-judge")
+    if "memory" in phases:
+        mem = held_memory(otelcol, 2000 if args.quick else 20000)
+        results["memory"] = mem
+        print("\nMemory of one replica: RAG traces held for their root, then as many chat traces")
+        keys = [
+            "rag_traces_held",
+            "bytes_per_held_trace",
+            "chat_traces",
+            "chat_traces_dropped",
+            "bytes_per_chat_trace",
+            "rss_mb",
+        ]
+        print(_common.table(keys, [[mem[k] for k in keys]]))
+    if "openinference" in phases:
+        oi = openinference(
+            otelcol,
+            args.oi_traces,
+            args.latency_judge,
+            set(args.oi_scenarios.split(",")),
+            set(args.oi_configs.split(",")),
+        )
+        results["openinference"] = oi
+        print(
+            f"\nOpenInference apps (LlamaIndex + LangChain, {args.oi_traces} RAG traces per scenario), "
+            f"Collector, 2 replicas, judge {args.latency_judge * 1000:.0f} ms"
+        )
+        keys = [
+            "scenario",
+            "config",
+            "rag_traces",
+            "lost",
+            "wrong",
+            "duplicates",
+            "non_rag_scored",
+            "incomplete",
+            "refused",
+            "dropped_not_rag",
+            "seconds",
+        ]
+        print(_common.table(keys, [[r[k] for k in keys] for r in oi]))
     if "kill" in phases:
         dup = kill_duplicates(otelcol, traces, args.latency)
         results["kill"] = dup

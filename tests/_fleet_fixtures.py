@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTOR = REPO / "collector"
 BUILD_SCRIPT = COLLECTOR / "build.sh"
 FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet.yaml"
+GROUPBYTRACE_OVERLAY = COLLECTOR / "otelcol" / "fleet-groupbytrace.yaml"
 K8S_KIT = COLLECTOR / "deploy" / "k8s"
 EVALUATION_SPAN = names.EVALUATION_SPAN
 LB_EXPORTER = "load_balancing/scorers"
@@ -102,6 +103,19 @@ def serve_available() -> str | None:
     if done.returncode != 0 or "--grpc-port" not in done.stdout:
         return "`faithtrace serve` is not available in this build (issue 17's scorer has not landed)"
     return None
+
+
+@pytest.fixture(scope="module")
+def otelcol() -> str:
+    return otelcol_binary()
+
+
+@pytest.fixture(scope="module")
+def serve_ready() -> None:
+    reason = serve_available()
+    if reason is not None:
+        # Not a backend that may be missing: the scorer is this repository's own code. Skip with the reason.
+        pytest.skip(reason)
 
 
 # --- the Collector config the tests run ------------------------------------------------------------------
@@ -251,6 +265,8 @@ class Fleet:
     collector: Proc | None = None
     scorers: list[tuple[Proc, int, int]] = field(default_factory=list)
     judge_url: str = ""
+    # Config files merged over the loopback fleet.yaml by the Collector itself (--config, in order).
+    overlays: list[Path] = field(default_factory=list)
 
     def judge_requests(self) -> int:
         with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
@@ -319,7 +335,7 @@ class Fleet:
     def start_collector(self) -> Proc:
         if self.collector is None:
             config = self.write_collector_config()
-            argv = [self.otelcol, f"--config={config}"]
+            argv = [self.otelcol, f"--config={config}", *(f"--config={o}" for o in self.overlays)]
             self.collector = Proc("otelcol", argv, self.workdir / "otelcol.log")
             self.procs.append(self.collector)
         self.collector.start()

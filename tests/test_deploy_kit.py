@@ -5,6 +5,14 @@ Collector config is validated by the real Collector in test_otelcol_configs.py."
 from __future__ import annotations
 
 import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from _fleet_fixtures import K8S_KIT
+from _fleet_fixtures import K8S_KIT, REPO
 
 KUBERNETES_VERSION = "1.33.0"
 KUSTOMIZATION = yaml.safe_load((K8S_KIT / "kustomization.yaml").read_text())
@@ -172,3 +180,213 @@ def test_kit_files_are_listed() -> None:
     }
     on_disk = {p.name for p in K8S_KIT.glob("*.yaml")} - {"kustomization.yaml"}
     assert on_disk == listed
+
+
+# --- the HPA's metric pipeline ------------------------------------------------------------------------------
+ADAPTER = yaml.safe_load((K8S_KIT / "prometheus-adapter-rules.yaml").read_text())
+SCRAPE = yaml.safe_load((K8S_KIT / "prometheus-scrape.yaml").read_text())
+# A Kubernetes label value (apimachinery's IsValidLabelValue): the API server refuses any other.
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def _selectors(node: Any) -> list[dict[str, str]]:
+    """Every matchLabels map in a manifest."""
+    if isinstance(node, dict):
+        found = [node["matchLabels"]] if isinstance(node.get("matchLabels"), dict) else []
+        return found + [s for v in node.values() for s in _selectors(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _selectors(v)]
+    return []
+
+
+def test_every_label_selector_holds_values_the_api_server_accepts() -> None:
+    """kubernetes-validate does not check label values; the API server does. The old HPA selected
+    exporter=loadbalancing/scorers: a "/" is no label value, so that HPA was refused outright."""
+    for doc in RESOURCES:
+        for selector in _selectors(doc):
+            for key, value in selector.items():
+                assert LABEL_VALUE.match(str(value)), (doc["kind"], key, value)
+    bad = {"matchLabels": {"exporter": "load_balancing/scorers"}}
+    assert not all(LABEL_VALUE.match(v) for s in _selectors(bad) for v in s.values())
+
+
+def _rule_for(rules: list[dict[str, Any]], served_as: str) -> dict[str, Any]:
+    (rule,) = [r for r in rules if r["name"]["as"] == served_as]
+    return rule
+
+
+def _series(query: str) -> tuple[str, dict[str, str]]:
+    """A seriesQuery's metric name and its equality matchers."""
+    match = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}", query.strip())
+    assert match, query
+    matchers = dict(re.findall(r'([a-zA-Z_]+)="([^"]*)"', match.group(2)))
+    return match.group(1), matchers
+
+
+def test_every_hpa_metric_is_served_by_an_adapter_rule_over_a_scraped_series() -> None:
+    hpa = _one("HorizontalPodAutoscaler")
+    pods = next(m["pods"] for m in hpa["spec"]["metrics"] if m["type"] == "Pods")
+    external = next(m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External")
+    jobs = {job["job_name"]: job for job in SCRAPE["scrape_configs"]}
+
+    pods_rule = _rule_for(ADAPTER["rules"], pods["metric"]["name"])
+    name, _ = _series(pods_rule["seriesQuery"])
+    assert name == "faithtrace_serve_pending"  # the gauge `faithtrace serve` serves on /metrics
+    assert pods_rule["resources"]["overrides"].keys() == {"namespace", "pod"}
+    # ... scraped from the scorer pods' OTLP/HTTP port, where /metrics is served, with those labels.
+    scorer = jobs["faithtrace-scorer"]
+    container = _one("Deployment", "faithtrace-scorer")["spec"]["template"]["spec"]["containers"][0]
+    port_name = next(r["regex"] for r in scorer["relabel_configs"] if "container_port_name" in str(r))
+    assert port_name in {p["name"] for p in container["ports"]}
+    assert {"namespace", "pod"} <= {r.get("target_label") for r in scorer["relabel_configs"]}
+
+    external_rule = _rule_for(ADAPTER["externalRules"], external["metric"]["name"])
+    name, matchers = _series(external_rule["seriesQuery"])
+    assert name == "otelcol_exporter_queue_size"
+    # The Collector labels its exporter metrics with the component ID as configured.
+    config = yaml.safe_load(_one("ConfigMap", "otelcol-fleet")["data"]["config.yaml"])
+    assert matchers["exporter"] in config["exporters"]
+    assert f'exporter="{matchers["exporter"]}"' in external_rule["metricsQuery"]
+    assert "selector" not in external["metric"]  # the rule selects; a "/" cannot be in a label selector
+    # ... scraped from the Collector's own telemetry port, which the config serves and the pod exposes.
+    telemetry = config["service"]["telemetry"]["metrics"]["readers"][0]["pull"]["exporter"]["prometheus"]
+    collector = _one("StatefulSet", "otel-collector")["spec"]["template"]["spec"]["containers"][0]
+    job = jobs["faithtrace-otel-collector"]
+    port_name = next(r["regex"] for r in job["relabel_configs"] if "container_port_name" in str(r))
+    assert {p["name"]: p["containerPort"] for p in collector["ports"]}[port_name] == telemetry["port"]
+
+
+def test_prometheus_accepts_the_scrape_jobs_and_the_adapter_queries(tmp_path: Path) -> None:
+    """promtool checks the scrape jobs as Prometheus loads them, and each adapter query, templated the way
+    prometheus-adapter fills it in, as a PromQL expression. Debian's Prometheus is built without the
+    Kubernetes service discovery, so the jobs are checked with a static target in its place (their
+    relabelling included); the discovery block itself must name the pod role in the kit's namespace."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool missing (apt-get install prometheus, or `make backends`)")
+    jobs = copy.deepcopy(SCRAPE["scrape_configs"])
+    for job in jobs:
+        assert job.pop("kubernetes_sd_configs") == [{"role": "pod", "namespaces": {"names": [NAMESPACE]}}]
+        job["static_configs"] = [{"targets": ["127.0.0.1:9"]}]
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "15s"}, "scrape_configs": jobs}))
+    done = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rules = []
+    for i, rule in enumerate(ADAPTER["rules"] + ADAPTER["externalRules"]):
+        name, _ = _series(rule["seriesQuery"])
+        expr = (
+            rule["metricsQuery"]
+            .replace("<<.Series>>", name)
+            .replace("<<.LabelMatchers>>", 'namespace="faithtrace"')
+            .replace("<<.GroupBy>>", "namespace,pod")
+        )
+        rules.append({"record": f"adapter:rule{i}", "expr": expr})
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": rules}]}))
+    done = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- the scorer image -------------------------------------------------------------------------------------
+DOCKERFILE = K8S_KIT.parent / "Dockerfile.serve"
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    steps = []
+    for line in DOCKERFILE.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            op, _, rest = line.strip().partition(" ")
+            steps.append((op.upper(), rest))
+    return steps
+
+
+def test_the_image_installs_with_the_constraints_it_copies() -> None:
+    steps = _dockerfile()
+    copied = [s for op, rest in steps if op == "COPY" for s in rest.split()[:-1]]
+    assert "constraints.txt" in copied
+    for source in copied:
+        assert (REPO / source).exists(), source
+    (install,) = [rest for op, rest in steps if op == "RUN" and "pip install" in rest]
+    assert "-c constraints.txt" in install
+    assert [op for op, _ in steps].index("USER") > [op for op, _ in steps].index("RUN")  # not root at run
+
+
+@pytest.mark.timeout(900)
+def test_the_images_install_step_gives_a_working_serve(tmp_path: Path) -> None:
+    """The Dockerfile's own COPY and RUN steps, in a fresh virtual environment instead of a container (no
+    base image can be pulled here; docs/fleet.md says how the image itself was built and smoke-tested with
+    buildah): the install resolves with the constraints and `faithtrace serve` starts."""
+    steps = _dockerfile()
+    work = tmp_path / "src"
+    work.mkdir()
+    for op, rest in steps:
+        if op == "COPY":
+            for source in rest.split()[:-1]:  # the destination is WORKDIR (/src), here `work`
+                if (REPO / source).is_dir():
+                    shutil.copytree(REPO / source, work / Path(source).name)
+                else:
+                    shutil.copy(REPO / source, work / Path(source).name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    (install,) = [rest for op, rest in steps if op == "RUN" and "pip install" in rest]
+    command = install.split("&&")[0].strip().replace("pip install", f"{venv}/bin/pip install -q", 1)
+    done = subprocess.run(command, shell=True, cwd=work, capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The image's command, on free ports: it starts and reports ready (the judge is never called).
+    ready = tmp_path / "ready.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
+    env.update(
+        FAITHTRACE_JUDGE_MODEL="openai/not-called",
+        FAITHTRACE_JUDGE_API_BASE="http://127.0.0.1:9/v1",
+        FAITHTRACE_JUDGE_API_KEY="x",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
+    argv = [
+        f"{venv}/bin/faithtrace",
+        "serve",
+        "--grpc-port",
+        "0",
+        "--http-port",
+        "0",
+        "--ready-file",
+        str(ready),
+    ]
+    serve = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and serve.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ready.exists(), (
+            serve.stdout.read() if serve.stdout and serve.poll() is not None else "no start"
+        )
+        port = json.loads(ready.read_text())["http_port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+    freeze = subprocess.run([f"{venv}/bin/pip", "freeze"], capture_output=True, text=True, check=True).stdout
+    for pin in (REPO / "constraints.txt").read_text().splitlines():
+        name, sep, version = pin.partition("==")
+        if sep and name.strip().lower() in freeze.lower():
+            assert f"{name.strip().lower()}=={version.strip()}" in freeze.lower(), pin
+
+
+def test_the_persistent_queues_fit_the_collectors_volume() -> None:
+    """Both queues on the file_storage volume are bounded in bytes, and twice their sum (bbolt's compaction
+    writes a compacted copy beside each file) plus 1 GiB of overhead fits the volume each pod claims."""
+    config = yaml.safe_load(_one("ConfigMap", "otelcol-fleet")["data"]["config.yaml"])
+    queues = [
+        e["sending_queue"]
+        for e in config["exporters"].values()
+        if isinstance(e, dict) and e.get("sending_queue", {}).get("storage")
+    ]
+    assert len(queues) == 2
+    assert all(q["sizer"] == "bytes" for q in queues)
+    total = sum(int(q["queue_size"]) for q in queues)
+    (claim,) = _one("StatefulSet", "otel-collector")["spec"]["volumeClaimTemplates"]
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    units = {"Gi": 2**30, "Mi": 2**20, "Ti": 2**40}
+    volume = int(size[:-2]) * units[size[-2:]]
+    assert 2 * total + 2**30 <= volume, (total, size)

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
 """End to end through the real Collector: an app with `configure(scoring="remote")` -> Collector (load
 balancing by trace ID, persistent queue, collector/otelcol/fleet.yaml) -> 3 `faithtrace serve` replicas
 (judge: the fixed-latency stand-in benchmarks/_fakejudge.py, answering through litellm's real client path)
@@ -34,9 +35,9 @@ from _fleet_fixtures import (
     fleet,
     free_port,
     http_ok,
-    otelcol_binary,
+    otelcol,  # noqa: F401 - a fixture
     read_spans,
-    serve_available,
+    serve_ready,  # noqa: F401 - a fixture
     start_app,
     wait_app_done,
     wait_until,
@@ -45,19 +46,6 @@ from _prom_fixtures import backend_binary, prom_name
 from faithtrace._telemetry import names
 
 pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
-
-
-@pytest.fixture(scope="module")
-def otelcol() -> str:
-    return otelcol_binary()
-
-
-@pytest.fixture(scope="module")
-def serve_ready() -> None:
-    reason = serve_available()
-    if reason is not None:
-        # Not a backend that may be missing: the scorer is this repository's own code. Skip with the reason.
-        pytest.skip(reason)
 
 
 @pytest.fixture

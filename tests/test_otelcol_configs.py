@@ -6,7 +6,10 @@ so an unknown component, a misspelt key or an invalid value fails here as it wou
 
 from __future__ import annotations
 
+import re
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +19,17 @@ import yaml
 from _fleet_fixtures import (
     COLLECTOR,
     FLEET_CONFIG,
+    GROUPBYTRACE_OVERLAY,
     K8S_KIT,
     LB_EXPORTER,
+    Fleet,
     FleetPorts,
+    Proc,
+    http_ok,
     local_fleet_config,
     otelcol_binary,
     validate,
+    wait_until,
 )
 
 pytestmark = pytest.mark.backend
@@ -79,9 +87,15 @@ def test_the_binary_has_every_component_the_issue_names(otelcol: str) -> None:
     names["extensions"] = {c["name"] for c in listed.get("extensions") or []}
     assert "otlp" in names["receivers"]
     assert {"load_balancing", "otlp_grpc", "otlp_http", "debug", "file", "prometheus"} <= names["exporters"]
-    assert {"memory_limiter", "batch", "tail_sampling", "transform", "attributes", "redaction"} <= names[
-        "processors"
-    ]
+    assert {
+        "memory_limiter",
+        "batch",
+        "tail_sampling",
+        "transform",
+        "attributes",
+        "redaction",
+        "groupbytrace",
+    } <= names["processors"]
     assert {"file_storage", "health_check"} <= names["extensions"]
 
 
@@ -178,3 +192,59 @@ def _seconds(duration: str) -> float:
 
 def _port(protocol: dict[str, Any]) -> int:
     return int(str(protocol["endpoint"]).rsplit(":", 1)[1])
+
+
+# --- the groupbytrace overlay ----------------------------------------------------------------------------
+def test_the_groupbytrace_overlay_validates_over_the_fleet_config(otelcol: str, tmp_path: Path) -> None:
+    local = tmp_path / "fleet-local.yaml"
+    local.write_text(yaml.safe_dump(local_fleet_config(FleetPorts(), ["127.0.0.1:14317"], tmp_path)))
+    for base in (FLEET_CONFIG, K8S_KIT / "otelcol-fleet.yaml", local):
+        done = subprocess.run(
+            [otelcol, "validate", f"--config={base}", f"--config={GROUPBYTRACE_OVERLAY}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_overlay_groups_traces_before_the_load_balancer_and_never_cuts_them() -> None:
+    overlay = yaml.safe_load(GROUPBYTRACE_OVERLAY.read_text())
+    assert overlay["service"]["pipelines"]["traces/apps"]["processors"] == ["memory_limiter", "groupbytrace"]
+    assert _seconds(overlay["processors"]["groupbytrace"]["wait_duration"]) <= 5
+    # A part of the load balancer's queue holds a whole OpenInference trace (tens of spans).
+    assert overlay["exporters"][LB_EXPORTER]["sending_queue"]["batch"]["max_size"] >= 500
+    # Everything else is fleet.yaml's: the overlay touches only these keys.
+    assert set(overlay) == {"processors", "exporters", "service"}
+
+
+def test_the_hpa_backlog_series_is_one_the_real_collector_serves(otelcol: str, tmp_path: Path) -> None:
+    """The adapter rule behind the HPA's External metric selects a series by name and exporter label; the
+    real Collector, running the shipped telemetry settings (only the address is loopback), serves it. The
+    kit once asked for exporter=loadbalancing/scorers, a label no Collector of this release reports."""
+    shipped = _fleet()["service"]["telemetry"]["metrics"]
+    group = Fleet(tmp_path, otelcol)
+    group.scorers.append((Proc("none", [], tmp_path / "none.log"), 14999, 0))  # a backend never dialled here
+    path = group.write_collector_config()
+    config = yaml.safe_load(path.read_text())
+    config["service"]["telemetry"]["metrics"] = shipped
+    reader = shipped["readers"][0]["pull"]["exporter"]["prometheus"]
+    reader.update(host="127.0.0.1", port=group.ports.telemetry)
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc("otelcol", [otelcol, f"--config={path}"], tmp_path / "otelcol.log").start()
+    try:
+        url = f"http://127.0.0.1:{group.ports.telemetry}/metrics"
+        wait_until("telemetry served", lambda: http_ok(url), proc, 60.0)
+        time.sleep(1.0)
+        with urllib.request.urlopen(url, timeout=5) as response:
+            served = response.read().decode()
+    finally:
+        proc.stop()
+    adapter = yaml.safe_load((K8S_KIT / "prometheus-adapter-rules.yaml").read_text())
+    (rule,) = adapter["externalRules"]
+    name, _, matchers = rule["seriesQuery"].partition("{")
+    exporter = re.search(r'exporter="([^"]+)"', matchers)
+    assert exporter is not None
+    wanted = f'exporter="{exporter.group(1)}"'
+    assert any(line.startswith(name + "{") and wanted in line for line in served.splitlines()), served[:3000]
+    assert 'exporter="loadbalancing/scorers"' not in served

@@ -244,3 +244,15 @@ async def test_langchain_async_streamed_retrieval_chain(langchain_app: Any, fake
     received = [chunk async for chunk in _chain().astream(QUESTION)]
     assert "".join(c.get("answer", "") for c in received) == ANSWER
     _evaluated(exporter, fake_judge)
+
+
+def test_a_retrieval_without_an_answer_is_counted_not_scored(llama_app: Any, fake_judge: FakeJudge) -> None:
+    """A bare retriever call is a RAG trace with nothing that answers: it is reported by reason, and no
+    other span (nor the documents) is scored as its answer."""
+    tp, exporter = llama_app
+    nodes = _index().as_retriever().retrieve(QUESTION)
+    assert nodes
+    assert faithtrace.flush(10)
+    assert not [s for s in exporter.get_finished_spans() if s.name == n.EVALUATION_SPAN]
+    assert faithtrace.score_openinference(tp).incomplete == {"no_answer": 1}
+    assert fake_judge.requests == []

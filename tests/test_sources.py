@@ -347,7 +347,9 @@ def test_parts_that_come_after_the_old_settle_window_still_assemble() -> None:
 
 
 def test_non_rag_traces_cost_little_and_never_take_a_rag_traces_room() -> None:
-    asm = Assembler(settle_s=30.0, max_traces=100, max_bytes=1 << 20, grace_s=2.0, max_other_traces=50)
+    asm = Assembler(
+        settle_s=30.0, max_traces=100, max_bytes=1 << 20, not_rag_after_s=2.0, max_other_traces=50
+    )
     for t in range(1, 10_001):  # a flood of CHAIN roots without a retriever, in one burst
         asm.add(_chain(t, 1, 0, "hello " * 20, "hi " * 20), 0.0)
         asm.due(0.0)
@@ -365,9 +367,9 @@ def test_non_rag_traces_cost_little_and_never_take_a_rag_traces_room() -> None:
 
 
 def test_a_retriever_after_its_trace_was_dropped_is_reported() -> None:
-    asm = _asm(settle_s=30.0)
+    asm = Assembler(settle_s=30.0, max_traces=100, max_bytes=1 << 20, not_rag_after_s=2.0)
     asm.add(_chain(9, 1, 0, "Q?", "A."), 0.0)
-    assert asm.due(0.5) == []  # root without a retriever: a retriever may still come ...
+    assert asm.due(1.5) == []  # root without a retriever: a retriever may still come ...
     asm.add(_retriever(9, 2, 1, "doc"), 1.0)  # ... and does: scored
     [(_, item, _)] = asm.due(1.0)
     assert item is not None
@@ -375,3 +377,31 @@ def test_a_retriever_after_its_trace_was_dropped_is_reported() -> None:
     assert asm.due(2.5) == []  # past the grace: dropped as not RAG
     assert asm.add(_retriever(10, 2, 1, "doc"), 3.0) == [(10, None, INCOMPLETE_LATE_RETRIEVER)]
     assert asm.add(_retriever(10, 2, 1, "doc"), 3.1) == []  # reported once
+
+
+def test_otlp_span_flags_mark_a_services_local_root() -> None:
+    """OTLP carries whether a span's parent is remote (span flags 0x100 | 0x200, set by the SDK's exporter):
+    such a span is its service's root, whether it is an OpenInference span or an HTTP handler's."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from faithtrace.serve.otlp import scan
+    from faithtrace.sources.conventions import FAITHTRACE_REMOTE, watched_keys
+
+    req = ExportTraceServiceRequest()
+    spans = req.resource_spans.add().scope_spans.add().spans
+    for span_id, flags, attrs in [
+        (1, 0x300, {"openinference.span.kind": "CHAIN", "input.value": "Q?", "output.value": "A."}),
+        (2, 0x300, {"http.route": "/ask"}),
+        (3, 0x100, {"http.route": "/ask"}),  # the parent is known to be local: not a root
+    ]:
+        span = spans.add()
+        span.trace_id, span.span_id = (7).to_bytes(16, "big"), span_id.to_bytes(8, "big")
+        span.parent_span_id, span.flags = (9).to_bytes(8, "big"), flags
+        for key, value in attrs.items():
+            kv = span.attributes.add()
+            kv.key, kv.value.string_value = key, value
+    conventions = (FAITHTRACE_REMOTE,)
+    found = scan(req, watched_keys(conventions), conventions)
+    [(_, view)] = found.views
+    assert (view.span_id, view.role, view.local_root, view.parent_id) == (1, CHAIN, True, 9)
+    assert found.roots == [(7, 2)]

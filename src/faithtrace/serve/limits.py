@@ -51,7 +51,7 @@ class Limits:
     concurrency: int = 4
     max_pending: int = 32  # evaluations admitted and not finished (held traces have their own bound)
     settle_s: float = options.default("serve.settle_s")  # a RAG trace waits this long after its last span
-    grace_s: float = 2.0  # a trace whose root came without a retriever waits this long for one
+    grace_s: float = 2.0  # a rooted RAG trace that looks incomplete waits this long for more spans
     hold_s: float = options.default("serve.hold_s")  # a request with part of a trace waits for the rest
     max_traces: int = options.default("serve.max_traces")
     max_bytes: int = options.default("serve.max_trace_bytes")

@@ -15,9 +15,10 @@ Two pools, each with its own bound:
   first (the receiver answers "retry later"); past that, the oldest is reported incomplete (evicted).
 - Traces without a retriever so far, which most traces are: their own smaller bound, the oldest dropped
   when it is full (counted), so a flood of them never takes a RAG trace's room or refuses one. Once its root
-  is seen without a retriever, a trace is kept only ``grace_s`` (a retriever sent in another request may
-  still come) and then dropped; a retriever that comes after that is reported incomplete, not scored against
-  an assembly that lost its spans.
+  is seen without a retriever, a trace is kept ``not_rag_after_s`` more (``settle_s`` unless set: a load
+  balancer that sends a request's parts to their backends one after another can deliver a retriever
+  seconds after its root) and then dropped; a retriever that comes after that is reported incomplete, not
+  scored against an assembly that lost its spans.
 Resolved and dropped trace ids are remembered in bounded windows, so late or re-sent spans are ignored.
 Not thread-safe: one owner (the receiver's event loop, or the span processor's lock).
 """
@@ -98,12 +99,14 @@ class Assembler:
         resolved_window: int = 100_000,
         max_open_s: float = 300.0,
         grace_s: float = 2.0,
+        not_rag_after_s: float | None = None,
         max_other_traces: int | None = None,
         max_other_bytes: int | None = None,
     ) -> None:
         self.settle_s = settle_s
         self.max_open_s = max_open_s
         self.grace_s = grace_s
+        self.not_rag_after_s = settle_s if not_rag_after_s is None else not_rag_after_s
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.max_other_traces = max_other_traces if max_other_traces is not None else max_traces
@@ -301,15 +304,19 @@ class Assembler:
             return out
         horizon = now - self.settle_s
         patience = now - self.max_open_s
-        for trace_id, trace in list(self._rag.items()):
+        settled_ids: list[int] = []  # the front only: the pool is ordered by last span
+        for trace_id, trace in self._rag.items():
             if trace.last_seen > horizon:
                 break
-            if not trace.root_id:
+            if not trace.root_id or trace.last_seen <= patience:  # no root; or an open span never ended
+                settled_ids.append(trace_id)
+        for trace_id in settled_ids:
+            if self._rag[trace_id].root_id:
+                out.append(self._resolve(trace_id))
+            else:
                 self._end(trace_id)
                 out.append(Resolved(trace_id, None, INCOMPLETE_NO_ROOT))
-            elif trace.last_seen <= patience:  # root seen; an open span never ended
-                out.append(self._resolve(trace_id))
-        while self._rooted and next(iter(self._rooted.values())).last_seen <= now - self.grace_s:
+        while self._rooted and next(iter(self._rooted.values())).last_seen <= now - self.not_rag_after_s:
             self._drop(next(iter(self._rooted)))
         while self._other and next(iter(self._other.values())).last_seen <= horizon:
             self._drop(next(iter(self._other)))
@@ -327,7 +334,7 @@ class Assembler:
             for pool, wait in (
                 (self._rag, self.settle_s),
                 (self._other, self.settle_s),
-                (self._rooted, self.grace_s),
+                (self._rooted, self.not_rag_after_s),
             )
             if pool
         ]

@@ -36,10 +36,11 @@ class OpenInferenceProcessor(SpanProcessor):
 
     def __init__(self, *, settle_s: float = 30.0, max_traces: int = 2000, max_bytes: int = 32 << 20) -> None:
         self._lock = threading.Lock()
-        # grace_s 0: in-process, spans end in order and the root last, so a trace whose root ended without a
-        # retriever is not RAG (its open spans, a stream being read, are waited for as RAG traces only).
+        # No waiting after the root: in-process, spans end in order and the root last, so a trace whose root
+        # ended is complete (a trace without a retriever is not RAG; open spans, a stream being read, are
+        # followed as such).
         self._assembler = Assembler(
-            settle_s=settle_s, max_traces=max_traces, max_bytes=max_bytes, grace_s=0.0
+            settle_s=settle_s, max_traces=max_traces, max_bytes=max_bytes, grace_s=0.0, not_rag_after_s=0.0
         )
         self.incomplete: collections.Counter[str] = collections.Counter()  # RAG traces not scored, by reason
         self._stats: dict[str, FunctionStats] = {}

@@ -1,0 +1,106 @@
+# ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
+"""OpenInference apps through the real Collector and real `faithtrace serve` replicas: a LlamaIndex query
+engine and a LangChain retrieval chain (scripted LLMs, mock embeddings, traced by their OpenInference
+instrumentations and nothing else) -> collector/otelcol/fleet.yaml -> 2 replicas -> a `file` trace sink.
+
+Every RAG trace must be scored exactly once, against its own root span and its own answer (each query's
+answer names its number, so a judged text splitter output or another trace's answer shows), with the roots
+sent late, with saturated replicas, and among chat traces that must cost nothing. The counts are small for
+CI; benchmarks/fleet.py --phases openinference runs the same scenarios over 500 traces each.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _fleet_fixtures import (  # noqa: F401 - otelcol and serve_ready are fixtures
+    GROUPBYTRACE_OVERLAY,
+    Fleet,
+    fleet,
+    otelcol,
+    serve_ready,
+    wait_app_done,
+)
+from _oi_fleet import OiRun, collect_oi, oi_expected, start_oi_app
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("openinference.instrumentation.langchain")
+
+pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
+
+
+@contextmanager
+def _fleet(
+    tmp_path: Path, otelcol: str, judge_s: float, *extra: str, concurrency: int = 8, grouped: bool = False
+) -> Iterator[Fleet]:
+    with fleet(tmp_path, otelcol, judge_latency_s=judge_s) as group:
+        if grouped:
+            group.overlays.append(GROUPBYTRACE_OVERLAY)
+        for _ in range(2):
+            group.add_scorer(concurrency=concurrency, extra=extra)
+        group.wait_scorers_ready()
+        group.start_collector()
+        yield group
+
+
+def _run(group: Fleet, apps: list[tuple[str, int, dict[str, Any]]]) -> tuple[OiRun, list[dict[str, Any]]]:
+    procs = [start_oi_app(group, framework, count, **kw) for framework, count, kw in apps]
+    for proc in procs:
+        wait_app_done(proc, timeout=300)
+    expected = {t: v for proc in procs for t, v in oi_expected(proc).items()}
+    run = collect_oi(group, expected, timeout=240)
+    stats = []
+    for _, _, http_port in group.scorers:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/stats", timeout=5) as response:
+            stats.append(json.loads(response.read()))
+    return run, stats
+
+
+def _assert_exact(run: OiRun, stats: list[dict[str, Any]], group: Fleet, count: int) -> None:
+    summary = run.summary()
+    assert summary["rag_traces"] == count, summary
+    assert (summary["lost"], summary["wrong"], summary["duplicates"], summary["non_rag_scored"]) == (
+        0,
+        0,
+        0,
+        0,
+    ), f"{summary}\nwrong: {run.wrong[:3]}\nlost: {run.lost[:3]}\n{stats}\n{group.logs()}"
+    assert sum(s["incomplete"] for s in stats) == 0, stats
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["fleet.yaml", "with groupbytrace"])
+def test_llamaindex_and_langchain_traces_are_scored_once_against_their_root(
+    tmp_path: Path, otelcol: str, serve_ready: None, grouped: bool
+) -> None:
+    with _fleet(tmp_path, otelcol, 0.05, grouped=grouped) as group:
+        apps = [("llama", 8, {"non_rag": 2}), ("langchain", 8, {"non_rag": 2})]
+        run, stats = _run(group, apps)
+        _assert_exact(run, stats, group, 16)
+        # The chat traces were never scored, held as RAG traces or refused (they wait in their own pool).
+        assert sum(s["held_traces"] for s in stats) == 0
+        assert sum(s["rejected_saturated"] + s["rejected_held"] for s in stats) == 0
+
+
+def test_roots_that_come_after_the_old_settle_window_are_waited_for(
+    tmp_path: Path, otelcol: str, serve_ready: None
+) -> None:
+    """Each root span is exported 3 s after the rest of its trace (the old --settle was 2 s): the trace
+    waits for it instead of being scored from a text splitter's output or reported lost."""
+    with _fleet(tmp_path, otelcol, 0.05) as group:
+        run, stats = _run(group, [("llama", 6, {"late_root_s": 3.0}), ("langchain", 6, {"late_root_s": 3.0})])
+        _assert_exact(run, stats, group, 12)
+
+
+def test_saturated_replicas_lose_nothing_and_judge_nothing_wrong(
+    tmp_path: Path, otelcol: str, serve_ready: None
+) -> None:
+    with _fleet(tmp_path, otelcol, 0.2, "--max-pending", "2", "--retry-after", "1", concurrency=1) as group:
+        run, stats = _run(group, [("llama", 10, {}), ("langchain", 10, {})])
+        _assert_exact(run, stats, group, 20)
