@@ -164,7 +164,7 @@ class KafkaSource:
     def _open(self) -> Consumer:
         from confluent_kafka import Consumer
 
-        consumer = Consumer(self.settings.client_config())
+        consumer = Consumer({**self.settings.client_config(), "on_commit": self._on_commit})
         consumer.subscribe(
             [self.settings.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -223,6 +223,20 @@ class KafkaSource:
                 self.counters.kafka_committed += part.finished
                 part.finished = 0
 
+    def _commit_async(self, consumer: Consumer) -> None:
+        """The periodic commit: never blocks the client thread (a synchronous commit waits for the group
+        coordinator, however long a broker restart takes); ``_on_commit`` records what the broker took."""
+        offsets = self._committable()
+        if offsets:
+            with contextlib.suppress(Exception):
+                consumer.commit(offsets=offsets, asynchronous=True)
+
+    def _on_commit(self, error: Any, partitions: list[TopicPartition]) -> None:
+        if error is not None:
+            self.counters.kafka_commit_failures += 1
+            return
+        self._committed([tp for tp in partitions if tp.error is None])
+
     def _commit_sync(self, consumer: Consumer, keys: set[tuple[str, int]] | None = None) -> None:
         offsets = self._committable(keys)
         if not offsets:
@@ -277,7 +291,7 @@ class KafkaSource:
             now = time.monotonic()
             if now - last_commit >= _COMMIT_EVERY_S:
                 last_commit = now
-                await self._call(self._commit_sync, consumer)
+                await self._call(self._commit_async, consumer)
             if now - last_lag >= _LAG_EVERY_S:
                 last_lag = now
                 self._lag = await self._call(self._lag_now, consumer)
