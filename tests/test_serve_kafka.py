@@ -235,3 +235,45 @@ def test_partitions_pause_at_the_buffer_bound_and_resume(
         assert len(found) == count
         wait_for("every message committed", lambda: committed(broker, topic, GROUP, 1) == count)
         assert serve.stats()["kafka_paused"] == 0
+
+
+def test_a_refused_retriever_part_is_not_overtaken_by_its_root(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    """One evaluation at a time and the judge stalled: the OpenInference trace's retriever part is refused
+    (no room) and retried. Its root part, next in the partition, needs no room; fed at once it would reach the
+    assembler first and the trace would be let go as one without a retriever. A partition feeds its next
+    message only once the previous one is in."""
+    topic = "spans-in-order"
+    broker.create_topic(topic, partitions=1)
+    oi_trace = 0x77 << 64 | 3
+    first, second = openinference_parts(oi_trace, "Where is the Eiffel Tower?", ANSWER)
+    produce(
+        broker,
+        topic,
+        [(0x78 << 64 | 1, remote_span(0x78 << 64 | 1, 0x30)), (oi_trace, first), (oi_trace, second)],
+    )
+    fake_judge.hang()
+    with kafka_serve(
+        tmp_path,
+        fake_judge,
+        sink,
+        broker,
+        topic,
+        "--concurrency",
+        "1",
+        "--max-pending",
+        "1",
+        "--retry-after",
+        "1",
+    ) as serve:
+        wait_for("the retriever part refused", lambda: serve.stats()["kafka_retries"] >= 2, timeout=60)
+        time.sleep(3.0)  # longer than a root-only trace is kept (2 s) before it is let go as not RAG
+        fake_judge.mode = "ok"
+        fake_judge.release.set()
+        found = sink.wait(2, timeout=60)
+        assert {r["service.name"] for r, _ in found} == {"shop-app", "llama-app"}
+        stats = serve.stats()
+        assert stats["incomplete"] == 0
+        assert stats["dropped_not_rag"] == 0
+        wait_for("every message committed", lambda: committed(broker, topic, GROUP, 1) == 3)
