@@ -542,3 +542,31 @@ def test_a_non_rag_flood_takes_no_rag_room_and_refusals_say_why(
         assert "3 RAG traces held waiting for their root (max 3" in str(rpc.value.details())
         stats = serve.stats()
         assert (stats["rejected_held"], stats["rejected_saturated"], stats["held_traces"]) == (1, 0, 3)
+
+
+def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots_long_wait(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    """Trace 1 waits up to --settle (60 s) for its root. Trace 2 comes with its root but looks incomplete (a
+    span whose parent has not come), so it waits 2 s for more spans, then is scored: its request must be
+    answered then, not when trace 1's wait ends (one timer served both, armed for the later deadline)."""
+    args = ("--settle", "60", "--hold", "0.2")
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        export(_oi_request(_oi_retriever(1)), timeout=30)
+        orphan = (
+            2,
+            5,
+            4,
+            "step",
+            {"openinference.span.kind": "CHAIN", "input.value": "x", "output.value": "y"},
+        )
+        started = time.monotonic()
+        export(_oi_request(_oi_retriever(2), orphan, _oi_root(2)), timeout=30)  # answered after its score
+        waited = time.monotonic() - started
+        channel.close()
+        [(_, evaluation)] = sink.wait(1)
+        assert int.from_bytes(evaluation.trace_id, "big") == 2
+        assert 1.5 <= waited < 20, waited
+        assert serve.stats()["held_traces"] == 1  # trace 1, still waiting for its root

@@ -256,7 +256,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         shown_default="JudgeSettings.max_concurrency"),
     Option("serve.max_pending", "Evaluations admitted and not finished before a request is refused (429).",
         env=("FAITHTRACE_SERVE_MAX_PENDING",), parse=int, ge=1, shown_default="8 x concurrency"),
-    # 300: behind a load balancer with a backlog, a trace's parts reached a replica minutes apart.
+    # 300: a backlogged or retrying load balancer can deliver a trace's parts far apart; held, ~3 KB each.
     Option("serve.settle_s", "Seconds a RAG trace waits for its root after its last span, then counted "
         "incomplete.", 300.0, ("FAITHTRACE_SERVE_SETTLE",), float, gt=0),
     Option("serve.hold_s", "Seconds a request with part of a trace waits for the rest.",

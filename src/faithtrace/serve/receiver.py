@@ -300,9 +300,13 @@ class Receiver:
         self.admission.freed()  # traces that left the waiters made room too
 
     def _arm_timer(self) -> None:
+        # A new deadline may come before the armed one (a rooted trace's grace_s under a missing root's
+        # settle_s): the timer is re-armed for the earliest.
         deadline = self.assembler.next_deadline()
-        if deadline is None or self._timer is not None:
+        if deadline is None or (self._timer is not None and self._timer.when() <= deadline + 0.01):
             return
+        if self._timer is not None:
+            self._timer.cancel()
         loop = asyncio.get_running_loop()
         self._timer = loop.call_at(deadline + 0.01, self._on_timer)
 
