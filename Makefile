@@ -24,7 +24,7 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test docs lint typecheck unit bench bench-peers judge backends otelcol jaeger kafka config-doc clean help
+.PHONY: demo test docs lint typecheck unit bench bench-peers judge backends otelcol jaeger kafka serve-wheels config-doc clean help
 help:
 	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
 	@echo "make test   - set up and run ruff, mypy, the docs build and the whole test suite"
@@ -110,6 +110,17 @@ kafka:
 	fi
 	@collector/fetch-kafka.sh >/dev/null
 
+# The wheels of the serve image's install step (Dockerfile.serve), for the test that runs that step: the tests
+# run in a loopback-only network namespace, so pip must find everything here. Cached per pyproject/constraints.
+SERVE_WHEELS := $(HOME)/.cache/faithtrace/serve-wheels-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
+serve-wheels: $(BIN)/activate
+	@if [ ! -f $(SERVE_WHEELS)/.done ]; then \
+		echo ">> downloading the serve image's wheels into $(SERVE_WHEELS) (about 1 minute, once)"; \
+		mkdir -p $(SERVE_WHEELS) && \
+		$(PIP) download --disable-pip-version-check -q -c constraints.txt -d $(SERVE_WHEELS) \
+			'.[serve,kafka]' 'hatchling>=1.24' && touch $(SERVE_WHEELS)/.done; \
+	fi
+
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check src tests examples benchmarks training docs/conftest.py
 	$(BIN)/ruff format --check src tests examples benchmarks training docs/conftest.py
@@ -127,8 +138,8 @@ config-doc: $(VENV)/.dev-installed
 docs: $(VENV)/.dev-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test: judge backends otelcol jaeger kafka lint typecheck docs
-	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
+test: judge backends otelcol jaeger kafka serve-wheels lint typecheck docs
+	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_SERVE_WHEELS=$(SERVE_WHEELS) FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
 		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) \
 		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
 		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
