@@ -248,3 +248,11 @@ def test_the_hpa_backlog_series_is_one_the_real_collector_serves(otelcol: str, t
     wanted = f'exporter="{exporter.group(1)}"'
     assert any(line.startswith(name + "{") and wanted in line for line in served.splitlines()), served[:3000]
     assert 'exporter="loadbalancing/scorers"' not in served
+
+
+@pytest.mark.parametrize("config", [FLEET_CONFIG, K8S_KIT / "otelcol-fleet.yaml"], ids=["fleet", "k8s"])
+def test_scorer_results_are_answered_from_the_persistent_queue_not_a_batch(config: Path) -> None:
+    """A batch processor in front of the results' exporter answers the scorer from memory: a SIGKILLed
+    Collector then loses results whose requests the scorer already finished (seen as a flaky kill -9 test)."""
+    pipeline = yaml.safe_load(config.read_text())["service"]["pipelines"]["traces/results"]
+    assert "batch" not in pipeline["processors"]
