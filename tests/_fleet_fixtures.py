@@ -43,6 +43,14 @@ LB_EXPORTER = "load_balancing/scorers"
 TRACE_BACKEND = "otlp_grpc/traces"
 
 
+# Seen in 2 of 4 loaded runs on the load-balancing path (1 of 60 accepted traces) and once on the Kafka path.
+COLLECTOR_SIGKILL_FLAKE = (
+    "flaky: after a Collector SIGKILL one accepted trace can lack its evaluation in the sink (seen on both "
+    "paths; not yet explained, possibly results the killed Collector acknowledged but had not written to "
+    "the test sink); issue 27 stays open for it"
+)
+
+
 def _require(message: str) -> None:
     if os.environ.get("FAITHTRACE_REQUIRE_BACKENDS") == "1":
         pytest.fail(message)
