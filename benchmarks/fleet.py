@@ -5,7 +5,7 @@ Every figure comes from real processes on 127.0.0.1: the Collector that collecto
 collector/otelcol/fleet.yaml (load balancing by trace ID, persistent queue), `faithtrace serve` replicas,
 the fixed-latency judge stand-in (benchmarks/_fakejudge.py) and apps: a decorated one with
 `configure(scoring="remote")`, and LlamaIndex / LangChain apps traced by OpenInference alone.
-Six measurements (``--phases``):
+Seven measurements (``--phases``):
 
 1. scaling: evaluations/s with N replicas (``--replicas 1,2,4``, target N replicas >= 0.8 x N x one), from
    the sink's own timestamps: RAG traces / (last evaluation's end - first RAG span's start);
@@ -15,7 +15,11 @@ Six measurements (``--phases``):
 4. kill: one replica SIGKILLed mid-run and started again; traces missing and evaluations beyond one;
 5. memory: one replica's RSS per RAG trace held for its root, and per chat trace (no retriever);
 6. openinference: >= 500 LlamaIndex + LangChain traces per scenario (normal, roots 3 s late, saturated
-   replicas, a flood of chat traces): lost, scored against the wrong span or text, duplicates.
+   replicas, a flood of chat traces; and, LlamaIndex alone, a replica kill -9d and restarted, the Collector
+   SIGKILLed, the Collector restarted): lost, scored against the wrong span or text, duplicates;
+7. ceiling: the load-balancing path's steady-state rate with a slow judge (1 s) and replicas that take
+   hundreds of evaluations at once, for 1, 2, 4, 8 replicas, with the CPU the machine and the fleet used
+   and what the replicas and the Collector's queue held meanwhile: whether CPU or the exporter limits it.
 
     python benchmarks/fleet.py --quick        # shorter runs
     python benchmarks/fleet.py --phases cost,memory   # no Collector needed
@@ -27,11 +31,13 @@ read the ratios, and the load average printed with the results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -337,26 +343,35 @@ def held_memory(otelcol: str, traces: int) -> dict[str, Any]:
         }
 
 
+# key -> (label, --concurrency, extra serve flags, app arguments, fault injected mid-run or "")
+OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] = {
+    "normal": ("normal", 16, (), {}, ""),
+    "late": ("root 3 s late", 16, (), {"late_root_s": 3.0}, ""),
+    "saturated": ("saturated", 1, ("--max-pending", "2"), {}, ""),
+    "flood": ("non-RAG flood x10", 16, (), {"non_rag": 10}, ""),
+    "kill9": ("replica kill -9 + restart", 16, (), {}, "kill9"),
+    "collector-sigkill": ("Collector SIGKILL", 16, (), {}, "collector-sigkill"),
+    "collector-restart": ("Collector restart", 16, (), {}, "collector-restart"),
+}
+
+
 def openinference(
-    otelcol: str, traces: int, judge_latency: float, which: set[str], configs_wanted: set[str]
+    otelcol: str, traces: int, judge_latency: float, which: list[str], configs_wanted: set[str]
 ) -> list[dict[str, Any]]:
     """LlamaIndex and LangChain apps (OpenInference, no faithtrace) -> Collector -> 2 replicas: every RAG
-    trace scored once, against its root span and its own answer, in four scenarios."""
-    from _oi_fleet import collect_oi, oi_expected, start_oi_app
+    trace scored once, against its root span and its own answer, in each scenario.
 
-    scenarios: list[tuple[str, int, tuple[str, ...], dict[str, Any]]] = [
-        ("normal", 16, (), {}),
-        ("root 3 s late", 16, (), {"late_root_s": 3.0}),
-        ("saturated", 1, ("--max-pending", "2"), {}),
-        ("non-RAG flood x10", 16, (), {"non_rag": 10}),
-    ]
+    The fault scenarios run the LlamaIndex app alone (``traces`` queries) and inject their fault once a
+    third of the evaluations are in the sink (_oi_fleet.inject). Its SDK waits up to 60 s on a batch, so
+    that a Collector away for a restart does not make it drop spans; what it drops anyway is counted apart
+    (``not_handed_over``: the root never reached the sink) from what was lost after the Collector took it."""
+    from _oi_fleet import collect_oi, evaluation_count, inject, oi_expected, start_oi_app
+
     rows = []
     configs = [("fleet.yaml", []), ("+ groupbytrace", [GROUPBYTRACE_OVERLAY])]
     configs = [c for c, key in zip(configs, ("plain", "grouped"), strict=True) if key in configs_wanted]
-    scenarios = [
-        s for s, key in zip(scenarios, ("normal", "late", "saturated", "flood"), strict=True) if key in which
-    ]
-    for (label, concurrency, extra, app_args), (config, overlays) in itertools.product(scenarios, configs):
+    for key, (config, overlays) in itertools.product(which, configs):
+        label, concurrency, extra, app_args, fault = OI_SCENARIOS[key]
         with (
             tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
             fleet(Path(tmp), otelcol, judge_latency) as group,
@@ -364,11 +379,23 @@ def openinference(
             group.overlays.extend(overlays)
             _start(group, 2, concurrency, extra=extra)
             started = time.monotonic()
-            apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
+            if fault:
+                apps = [start_oi_app(group, "llama", traces, export_timeout_s=60, **app_args)]
+                assert group.collector is not None
+                wait_until(
+                    "a third of the evaluations in the sink",
+                    lambda: evaluation_count(group) >= traces // 3,
+                    apps[0],
+                    1200.0,
+                )
+                at_fault = evaluation_count(group)
+                outage = inject(group, fault)
+            else:
+                apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
             for app in apps:
                 wait_app_done(app, timeout=1200)
             expected = {t: v for app in apps for t, v in oi_expected(app).items()}
-            run = collect_oi(group, expected, timeout=240)
+            run = collect_oi(group, expected, timeout=240, accepted_only=bool(fault))
             stats = [
                 json.loads(urllib.request.urlopen(f"http://127.0.0.1:{h}/stats", timeout=5).read())
                 for _, _, h in group.scorers
@@ -379,11 +406,15 @@ def openinference(
                     "config": config,
                     **run.summary(),
                     "seconds": round(time.monotonic() - started, 1),
+                    # A restarted replica's /stats count from its restart only.
                     "incomplete": sum(s["incomplete"] for s in stats),
                     "refused": sum(s["rejected_saturated"] + s["rejected_held"] for s in stats),
                     "dropped_not_rag": sum(s["dropped_not_rag"] for s in stats),
+                    "evaluated_at_fault": at_fault if fault else None,
+                    "outage_s": round(outage, 1) if fault else None,
                 }
             )
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -407,6 +438,151 @@ def kill_duplicates(otelcol: str, traces: int, latency_s: float) -> dict[str, An
             "missing": len(run.missing),
             "duplicates": run.duplicates,
         }
+
+
+def _machine_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole machine since boot, every core (/proc/stat's first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)  # idle and iowait are not busy
+
+
+def _lb_queue_bytes(group: Fleet) -> float:
+    """The load balancer's persistent queue, in bytes (its sizer), from the Collector's own metrics."""
+    url = f"http://127.0.0.1:{group.ports.telemetry}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return float("nan")
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("otelcol_exporter_queue_size{") and "load_balancing" in line
+    )
+
+
+def _sample(group: Fleet, out: list[dict[str, Any]], stop: threading.Event) -> None:
+    """Every 0.5 s: the machine's and the fleet's CPU, what each replica holds, the load balancer's queue."""
+    while not stop.wait(0.5):
+        pending, open_requests = [], 0
+        for _, _, http_port in group.scorers:
+            try:
+                url = f"http://127.0.0.1:{http_port}/stats"
+                stats = json.loads(urllib.request.urlopen(url, timeout=2).read())
+            except OSError:
+                continue
+            pending.append(stats["pending"])
+            open_requests += stats["requests_open"]
+        procs = [p for p in (group.collector, *(s[0] for s in group.scorers)) if p is not None]
+        cpu = 0.0
+        for proc in procs:
+            if proc.popen is not None and proc.alive:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    cpu += _cpu_seconds(proc.popen.pid)
+        busy, total = _machine_jiffies()
+        out.append(
+            {
+                "ns": time.time_ns(),
+                "busy": busy,
+                "total": total,
+                "fleet_cpu_s": cpu,
+                "pending": pending,
+                "requests_open": open_requests,
+                "queue_bytes": _lb_queue_bytes(group),
+                "load1": os.getloadavg()[0],
+            }
+        )
+
+
+def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrency: int) -> dict[str, Any]:
+    """The load-balancing path at steady state, with a judge slow enough that the replicas' CPU is not
+    what limits it: the decorated app queues ``traces`` RAG traces (and as many plain ones) in the
+    Collector as fast as it can, and the rate is taken over the evaluations that ended after the app had
+    finished (its CPU is then out of the way), between their 10th and 90th percentile. Sampled meanwhile:
+    the machine's CPU (all processes, other sessions' too), the fleet's (Collector and replicas), the
+    evaluations each replica had in flight, the load balancer's queue."""
+    samples: list[dict[str, Any]] = []
+    stop = threading.Event()
+    with (
+        tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
+        fleet(Path(tmp), otelcol, latency) as group,
+    ):
+        _start(group, replicas, concurrency)
+        sampler = threading.Thread(target=_sample, args=(group, samples, stop), daemon=True)
+        sampler.start()
+        app_start = time.time_ns()
+        app = start_app(group, count=traces, interval=0.0)
+        try:
+            wait_app_done(app, timeout=1200)
+            app_done = time.time_ns()
+            run = collect(group, app_traces(app), timeout=1800)
+        finally:
+            stop.set()
+            sampler.join(timeout=10)
+        scored = [
+            json.loads(urllib.request.urlopen(f"http://127.0.0.1:{h}/stats", timeout=5).read())["scored"]
+            for _, _, h in group.scorers
+        ]
+    ends = sorted(_ns(s["endTimeUnixNano"]) for s in run.spans if s["name"] == EVALUATION_SPAN)
+    after = [e for e in ends if e >= app_done]
+    lo, hi = (after[len(after) // 10], after[(len(after) * 9) // 10]) if len(after) >= 20 else (0, 0)
+    steady = sum(1 for e in after if lo < e <= hi)
+    window = [x for x in samples if lo <= x["ns"] <= hi]
+    row: dict[str, Any] = {
+        "replicas": replicas,
+        "rag_traces": len(run.expected),
+        "missing": len(run.missing),
+        "duplicates": run.duplicates,
+        "app_s": round((app_done - app_start) / 1e9, 1),
+        "steady_per_s": round(steady / ((hi - lo) / 1e9), 2) if hi > lo else None,
+        "window_s": round((hi - lo) / 1e9, 1),
+        "whole_run_per_s": round(len(ends) / ((ends[-1] - app_start) / 1e9), 2) if ends else None,
+        "judge_bound_per_s": round(replicas * concurrency / latency, 1),
+        "scored_per_replica": scored,
+    }
+    if len(window) >= 2:
+        first, last = window[0], window[-1]
+        seconds = (last["ns"] - first["ns"]) / 1e9
+        row["machine_cpu_pct"] = round(
+            100 * (last["busy"] - first["busy"]) / max(1, last["total"] - first["total"]), 1
+        )
+        row["fleet_cpu_cores"] = round((last["fleet_cpu_s"] - first["fleet_cpu_s"]) / seconds, 2)
+        row["in_flight_mean"] = round(sum(sum(x["pending"]) for x in window) / len(window), 1)
+        row["in_flight_max_replica"] = max(max(x["pending"], default=0) for x in window)
+        row["requests_open_mean"] = round(sum(x["requests_open"] for x in window) / len(window), 1)
+        row["queue_mb_min"] = round(min(x["queue_bytes"] for x in window) / 2**20, 2)
+        row["load1_mean"] = round(sum(x["load1"] for x in window) / len(window), 1)
+    return row
+
+
+def _ceiling_table(otelcol: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for n in args.ceiling_replicas.split(","):
+        rows.append(
+            ceiling(otelcol, int(n), args.ceiling_traces, args.ceiling_latency, args.ceiling_concurrency)
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    print(
+        f"\nLoad-balancing path at steady state: {args.ceiling_traces} RAG traces queued, judge "
+        f"{args.ceiling_latency * 1000:.0f} ms/request, --concurrency {args.ceiling_concurrency} "
+        f"(steady: evaluations ended after the app finished, 10th-90th percentile)"
+    )
+    keys = [
+        "replicas",
+        "steady_per_s",
+        "window_s",
+        "judge_bound_per_s",
+        "in_flight_mean",
+        "requests_open_mean",
+        "queue_mb_min",
+        "machine_cpu_pct",
+        "fleet_cpu_cores",
+        "load1_mean",
+        "missing",
+        "duplicates",
+    ]
+    print(_common.table(keys, [[r.get(k) for k in keys] for r in rows]))
+    return rows
 
 
 def _scaling_table(otelcol: str, args: argparse.Namespace, traces: int) -> list[dict[str, Any]]:
@@ -466,15 +642,25 @@ def main() -> None:
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet[-quick].json)")
     parser.add_argument("--oi-traces", type=int, default=500, help="RAG traces per OpenInference scenario")
     parser.add_argument(
-        "--oi-scenarios", default="normal,late,saturated,flood", help="OpenInference scenarios to run"
+        "--oi-scenarios",
+        default="normal,late,saturated,flood",
+        help=f"OpenInference scenarios to run, of {','.join(OI_SCENARIOS)}",
     )
     parser.add_argument(
         "--oi-configs", default="plain,grouped", help="fleet.yaml alone (plain), with the overlay (grouped)"
     )
+    parser.add_argument("--ceiling-replicas", default="1,2,4,8", help="replica counts for the ceiling phase")
+    parser.add_argument("--ceiling-latency", type=float, default=1.0, help="judge latency, ceiling phase")
+    parser.add_argument(
+        "--ceiling-concurrency", type=int, default=256, help="`--concurrency` of each replica, ceiling phase"
+    )
+    parser.add_argument(
+        "--ceiling-traces", type=int, help="RAG traces per ceiling run (default 600 quick, 4000)"
+    )
     parser.add_argument(
         "--phases",
         default="scaling,cost,latency,kill,memory,openinference",
-        help="which tables (default: all six)",
+        help="which tables (default: all but ceiling, which takes about 8 minutes)",
     )
     args = parser.parse_args()
     reason = serve_available()
@@ -482,7 +668,7 @@ def main() -> None:
         sys.exit(f"fleet.py: {reason}")
     phases = set(args.phases.split(","))
     # The cost and memory phases talk to one replica directly: they run without a Collector binary.
-    needs_collector = bool(phases & {"scaling", "latency", "kill", "openinference"})
+    needs_collector = bool(phases & {"scaling", "latency", "kill", "openinference", "ceiling"})
     otelcol = (os.environ.get("FAITHTRACE_OTELCOL_BIN") or otelcol_binary()) if needs_collector else ""
     # Trace-ID hashing over 3 replicas splits a few hundred traces unevenly (240 went 98 / 72 / 70) and the
     # busiest replica sets the end time: 960 traces measure the fleet's rate rather than one replica's tail.
@@ -529,13 +715,14 @@ def main() -> None:
             otelcol,
             args.oi_traces,
             args.latency_judge,
-            set(args.oi_scenarios.split(",")),
+            args.oi_scenarios.split(","),
             set(args.oi_configs.split(",")),
         )
         results["openinference"] = oi
         print(
-            f"\nOpenInference apps (LlamaIndex + LangChain, {args.oi_traces} RAG traces per scenario), "
-            f"Collector, 2 replicas, judge {args.latency_judge * 1000:.0f} ms"
+            f"\nOpenInference apps (LlamaIndex + LangChain; the fault scenarios LlamaIndex alone), "
+            f"{args.oi_traces} RAG traces per scenario, Collector, 2 replicas, judge "
+            f"{args.latency_judge * 1000:.0f} ms"
         )
         keys = [
             "scenario",
@@ -545,6 +732,10 @@ def main() -> None:
             "wrong",
             "duplicates",
             "non_rag_scored",
+            "not_handed_over",
+            "lost_accepted",
+            "evaluated_at_fault",
+            "outage_s",
             "incomplete",
             "refused",
             "dropped_not_rag",
@@ -558,8 +749,22 @@ def main() -> None:
         rows = [[dup["rag_traces"], dup["missing"], dup["duplicates"]]]
         print(_common.table(["RAG traces", "missing", "duplicate evaluations"], rows))
 
-    out = args.out or _common.default_out("fleet", args.quick)
-    path = _common.write_results("fleet", results, out)
+    if "ceiling" in phases:
+        args.ceiling_traces = args.ceiling_traces or (600 if args.quick else 4000)
+        results["ceiling"] = {
+            "judge_latency_s": args.ceiling_latency,
+            "concurrency": args.ceiling_concurrency,
+            "traces": args.ceiling_traces,
+            "rows": _ceiling_table(otelcol, args),
+        }
+    results["load_average"] = os.getloadavg()
+    # A run of the ceiling or the OpenInference phase alone has its own results file (and table in
+    # docs/benchmarks.md): it must not overwrite the scaling figures in fleet.json.
+    name = {"ceiling": "fleet_ceiling", "openinference": "fleet_openinference"}.get(
+        next(iter(phases)) if len(phases) == 1 else "", "fleet"
+    )
+    out = args.out or _common.default_out(name.replace("_", "-"), args.quick)
+    path = _common.write_results(name, results, out)
     print(f"\nwrote {path}")
 
 

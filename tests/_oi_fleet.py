@@ -29,9 +29,14 @@ def start_oi_app(
     non_rag: int = 0,
     late_root_s: float = 0.0,
     interval_s: float = 0.0,
+    export_timeout_s: float | None = None,
 ) -> Proc:
+    """``export_timeout_s``: the app's OTEL_EXPORTER_OTLP_TIMEOUT, how long its SDK waits on one batch while
+    no Collector answers (a Collector restarted gracefully is away for a while)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{group.ports.app_grpc}"
+    if export_timeout_s is not None:
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
     env["PYTHONPATH"] = os.pathsep.join([str(APP.parent), env.get("PYTHONPATH", "")])
     argv = [sys.executable, str(APP), framework, str(count), "--non-rag", str(non_rag)]
     argv += ["--late-root", str(late_root_s), "--interval", str(interval_s)]
@@ -56,6 +61,20 @@ class OiRun:
     expected: dict[str, tuple[str, str]]
     # trace ID -> (the span each evaluation belongs to, the answer it judged), for every evaluation span
     evaluations: dict[str, list[tuple[str, str]]]
+    # (trace ID, span ID) of every span in the sink: the app's spans the Collector accepted and passed on
+    seen: frozenset[tuple[str, str]] = frozenset()
+
+    @property
+    def not_handed_over(self) -> list[str]:
+        """RAG traces whose root span never reached the sink: the app's SDK gave up on its batch while no
+        Collector listened (the app's loss, before any Collector accepted it)."""
+        return [t for t, (root, _) in self.expected.items() if (t, root) not in self.seen]
+
+    @property
+    def lost_accepted(self) -> list[str]:
+        """Lost RAG traces whose root span the Collector did accept."""
+        gone = set(self.not_handed_over)
+        return [t for t in self.lost if t not in gone]
 
     @property
     def lost(self) -> list[str]:
@@ -87,26 +106,67 @@ class OiRun:
             "wrong": len(self.wrong),
             "duplicates": self.duplicates,
             "non_rag_scored": self.not_rag_scored,
+            "not_handed_over": len(self.not_handed_over),
+            "lost_accepted": len(self.lost_accepted),
         }
 
 
-def _evaluations(path: Path) -> dict[str, list[tuple[str, str]]]:
+def evaluation_count(group: Fleet) -> int:
+    """Evaluation spans in the sink so far."""
+    return sum(len(v) for v in _read(group.traces_file)[0].values())
+
+
+def _read(path: Path) -> tuple[dict[str, list[tuple[str, str]]], frozenset[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
-    for span in read_spans(path):
+    spans = read_spans(path)
+    for span in spans:
         if span.get("name") == names.EVALUATION_SPAN:
             judged = str(span["attributes"].get(names.INPUT_VALUE, ""))
             out.setdefault(span["traceId"], []).append((span.get("parentSpanId", ""), judged))
-    return out
+    return out, frozenset((s["traceId"], s["spanId"]) for s in spans)
 
 
-def collect_oi(group: Fleet, expected: dict[str, tuple[str, str]], timeout: float = 240.0) -> OiRun:
-    """Wait until every expected trace has an evaluation in the sink (or the timeout), then a moment more so
+def collect_oi(
+    group: Fleet, expected: dict[str, tuple[str, str]], timeout: float = 240.0, accepted_only: bool = False
+) -> OiRun:
+    """Wait until every expected trace (with ``accepted_only``, every one whose root the Collector accepted:
+    call it once the apps are done) has an evaluation in the sink, or the timeout; then a moment more so
     that late duplicates and wrong extra evaluations are counted too."""
     deadline = time.monotonic() + timeout
     while True:
-        run = OiRun(expected, _evaluations(group.traces_file))
-        if not run.lost or time.monotonic() > deadline:
+        run = OiRun(expected, *_read(group.traces_file))
+        waiting = run.lost_accepted if accepted_only else run.lost
+        if not waiting or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     time.sleep(3.0)
-    return OiRun(expected, _evaluations(group.traces_file))
+    return OiRun(expected, *_read(group.traces_file))
+
+
+FAULTS = ("kill9", "collector-sigkill", "collector-restart")
+
+
+def inject(group: Fleet, fault: str, outage_s: float = 3.0) -> float:
+    """One fault, mid-run; returns the seconds the faulted process was away.
+
+    - ``kill9``: replica 1 SIGKILLed and, ``outage_s`` later, started again on its ports (what its
+      orchestrator does; with the static resolver the Collector keeps the parts for it and retries);
+    - ``collector-sigkill``: the fleet Collector SIGKILLed and started again at once (resumes from its
+      persistent queue);
+    - ``collector-restart``: the fleet Collector stopped gracefully (SIGTERM), then started again.
+    """
+    started = time.monotonic()
+    if fault == "kill9":
+        group.scorers[1][0].kill9()
+        time.sleep(outage_s)  # the Collector's parts for it fail and wait in the persistent queue meanwhile
+        group.restart_scorer(1)
+    elif fault in ("collector-sigkill", "collector-restart"):
+        assert group.collector is not None
+        if fault == "collector-sigkill":
+            group.collector.kill9()
+        else:
+            group.collector.stop(timeout=120)
+        group.start_collector()
+    else:
+        raise ValueError(f"unknown fault {fault!r} (one of {', '.join(FAULTS)})")
+    return time.monotonic() - started

@@ -5,7 +5,8 @@ instrumentations and nothing else) -> collector/otelcol/fleet.yaml -> 2 replicas
 
 Every RAG trace must be scored exactly once, against its own root span and its own answer (each query's
 answer names its number, so a judged text splitter output or another trace's answer shows), with the roots
-sent late, with saturated replicas, and among chat traces that must cost nothing. The counts are small for
+sent late, with saturated replicas, among chat traces that must cost nothing, and through a replica
+killed with SIGKILL mid-run. The counts are small for
 CI; benchmarks/fleet.py --phases openinference runs the same scenarios over 500 traces each.
 """
 
@@ -27,8 +28,9 @@ from _fleet_fixtures import (  # noqa: F401 - otelcol and serve_ready are fixtur
     otelcol,
     serve_ready,
     wait_app_done,
+    wait_until,
 )
-from _oi_fleet import OiRun, collect_oi, oi_expected, start_oi_app
+from _oi_fleet import OiRun, collect_oi, evaluation_count, inject, oi_expected, start_oi_app
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("openinference.instrumentation.langchain")
@@ -104,3 +106,30 @@ def test_saturated_replicas_lose_nothing_and_judge_nothing_wrong(
     with _fleet(tmp_path, otelcol, 0.2, "--max-pending", "2", "--retry-after", "1", concurrency=1) as group:
         run, stats = _run(group, [("llama", 10, {}), ("langchain", 10, {})])
         _assert_exact(run, stats, group, 20)
+
+
+def test_a_replica_killed_mid_run_loses_no_llamaindex_trace(
+    tmp_path: Path, otelcol: str, serve_ready: None, record_property: Any
+) -> None:
+    """One of 2 replicas SIGKILLed while LlamaIndex traces flow, then started again on its ports (as its
+    orchestrator would; the static resolver keeps its parts in the Collector's queue meanwhile). Every RAG
+    trace is scored, against its own root span and answer. As for the decorated app
+    (tests/test_fleet_e2e.py), duplicates are allowed and reported: a replica killed after scoring and before
+    answering has its part scored again by its successor."""
+    count = 50
+    with _fleet(tmp_path, otelcol, 0.2) as group:
+        app = start_oi_app(group, "llama", count, interval_s=0.1)
+        wait_until("some evaluations in the sink", lambda: evaluation_count(group) >= 5, app, 180.0)
+        at_kill = evaluation_count(group)
+        assert at_kill < count, "the app was done before the kill: nothing was in flight"
+        inject(group, "kill9")
+        wait_app_done(app, timeout=300)
+        expected = oi_expected(app)
+        run = collect_oi(group, expected, timeout=300)
+        summary = run.summary()
+        print(f"[fleet OpenInference: replica SIGKILLed after {at_kill} evaluations] {summary}")
+        record_property("duplicates", summary["duplicates"])
+        assert summary["rag_traces"] == count, summary
+        assert (summary["lost"], summary["wrong"], summary["non_rag_scored"]) == (0, 0, 0), (
+            f"{summary}\nwrong: {run.wrong[:3]}\nlost: {run.lost[:3]}\n{group.logs()}"
+        )
