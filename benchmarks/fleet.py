@@ -361,10 +361,11 @@ def openinference(
     """LlamaIndex and LangChain apps (OpenInference, no faithtrace) -> Collector -> 2 replicas: every RAG
     trace scored once, against its root span and its own answer, in each scenario.
 
-    The fault scenarios run the LlamaIndex app alone (``traces`` queries) and inject their fault once a
-    third of the evaluations are in the sink (_oi_fleet.inject). Its SDK waits up to 60 s on a batch, so
-    that a Collector away for a restart does not make it drop spans; what it drops anyway is counted apart
-    (``not_handed_over``: the root never reached the sink) from what was lost after the Collector took it."""
+    The fault scenarios run the LlamaIndex app alone (``traces`` queries, one every 50 ms) and inject their
+    fault once a quarter of the evaluations are in the sink (_oi_fleet.inject). Its SDK waits up to 60 s on
+    a batch, so that a Collector away for a restart does not make it drop spans; what it drops anyway is
+    counted apart (``not_handed_over``: the root never reached the sink) from what was lost after the
+    Collector took it."""
     from _oi_fleet import collect_oi, evaluation_count, inject, oi_expected, start_oi_app
 
     rows = []
@@ -380,16 +381,19 @@ def openinference(
             _start(group, 2, concurrency, extra=extra)
             started = time.monotonic()
             if fault:
-                apps = [start_oi_app(group, "llama", traces, export_timeout_s=60, **app_args)]
+                # One query every 50 ms: the app is still sending when the fault comes.
+                app = start_oi_app(group, "llama", traces, interval_s=0.05, export_timeout_s=60, **app_args)
+                apps = [app]
                 assert group.collector is not None
                 wait_until(
-                    "a third of the evaluations in the sink",
-                    lambda: evaluation_count(group) >= traces // 3,
-                    apps[0],
+                    "a quarter of the evaluations in the sink",
+                    lambda: evaluation_count(group) >= traces // 4,
+                    group.collector,
                     1200.0,
                 )
                 at_fault = evaluation_count(group)
-                outage = inject(group, fault)
+                app_running = apps[0].alive  # still sending: the fault hit traces on their way in too
+                faulted = inject(group, fault)
             else:
                 apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
             for app in apps:
@@ -411,7 +415,9 @@ def openinference(
                     "refused": sum(s["rejected_saturated"] + s["rejected_held"] for s in stats),
                     "dropped_not_rag": sum(s["dropped_not_rag"] for s in stats),
                     "evaluated_at_fault": at_fault if fault else None,
-                    "outage_s": round(outage, 1) if fault else None,
+                    "outage_s": faulted["outage_s"] if fault else None,
+                    "stop_forced": faulted["stop_forced"] if fault else None,
+                    "app_running_at_fault": app_running if fault else None,
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
@@ -736,6 +742,7 @@ def main() -> None:
             "lost_accepted",
             "evaluated_at_fault",
             "outage_s",
+            "stop_forced",
             "incomplete",
             "refused",
             "dropped_not_rag",

@@ -179,6 +179,47 @@ def fleet(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fleet_openinference(doc: dict[str, Any]) -> str:
+    lines = [
+        "## fleet_openinference (OpenInference apps through the Collector, 2 `faithtrace serve` replicas)\n",
+        _head(doc),
+        "| scenario | config | RAG traces | lost | wrong span or text | duplicates | chat traces scored "
+        "| not handed over | lost after accepted | evaluated at the fault | outage s | seconds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in doc.get("openinference", []):
+        lines.append(
+            f"| {r['scenario']} | {r['config']} | {r['rag_traces']} | {r['lost']} | {r['wrong']} | "
+            f"{r['duplicates']} | {r['non_rag_scored']} | {_f(r.get('not_handed_over'))} | "
+            f"{_f(r.get('lost_accepted'))} | {_f(r.get('evaluated_at_fault'))} | "
+            f"{_f(r.get('outage_s'), 1)}{' (SIGKILL after the grace)' if r.get('stop_forced') else ''} | "
+            f"{_f(r['seconds'], 1)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def fleet_ceiling(doc: dict[str, Any]) -> str:
+    c = doc["ceiling"]
+    lines = [
+        f"## fleet_ceiling (load-balancing path at steady state; judge {c['judge_latency_s'] * 1000:.0f} ms, "
+        f"--concurrency {c['concurrency']}, {c['traces']} RAG traces per run)\n",
+        _head(doc),
+        "| replicas | steady ev/s | window s | judge-bound ev/s | in flight (mean, all replicas) "
+        "| requests open | LB queue MB (min) | machine CPU % | fleet CPU cores | load | missing "
+        "| duplicates |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in c["rows"]:
+        lines.append(
+            f"| {r['replicas']} | {_f(r['steady_per_s'])} | {_f(r['window_s'], 1)} | "
+            f"{_f(r['judge_bound_per_s'], 0)} | {_f(r.get('in_flight_mean'), 1)} | "
+            f"{_f(r.get('requests_open_mean'), 1)} | {_f(r.get('queue_mb_min'))} | "
+            f"{_f(r.get('machine_cpu_pct'), 1)} | {_f(r.get('fleet_cpu_cores'))} | "
+            f"{_f(r.get('load1_mean'), 1)} | {r['missing']} | {r['duplicates']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def probes(rows: list[dict[str, Any]]) -> str:
     import probes as probes_script  # the script's own table, so the page and `--table-only` agree
 
@@ -206,6 +247,15 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "throughput": throughput,
     "eval_cpu": eval_cpu,
     "fleet": fleet,
+    "fleet_openinference": fleet_openinference,
+    "fleet_ceiling": fleet_ceiling,
+}
+
+
+# Results whose file is not named after the script that makes them.
+SCRIPTS = {
+    "fleet_openinference": "fleet.py --phases openinference",
+    "fleet_ceiling": "fleet.py --phases ceiling",
 }
 
 
@@ -242,7 +292,8 @@ def page() -> str:
     seen = {doc.get("benchmark") for _, doc in results}
     for kind in RENDERERS:
         if kind not in seen:
-            parts.append(f"## {kind}\n\nnot run yet (`python benchmarks/{kind}.py`)\n")
+            script = SCRIPTS.get(kind, f"{kind}.py")
+            parts.append(f"## {kind}\n\nnot run yet (`python benchmarks/{script}`)\n")
     rows_file = HERE / "results" / "probes_rows.jsonl"
     if rows_file.exists():
         lines = rows_file.read_text(encoding="utf-8").splitlines()

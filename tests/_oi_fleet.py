@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -146,27 +147,33 @@ def collect_oi(
 FAULTS = ("kill9", "collector-sigkill", "collector-restart")
 
 
-def inject(group: Fleet, fault: str, outage_s: float = 3.0) -> float:
-    """One fault, mid-run; returns the seconds the faulted process was away.
+def inject(group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.0) -> dict[str, Any]:
+    """One fault, mid-run; returns how long the faulted process was away and whether a graceful stop had to
+    be ended by SIGKILL.
 
     - ``kill9``: replica 1 SIGKILLed and, ``outage_s`` later, started again on its ports (what its
       orchestrator does; with the static resolver the Collector keeps the parts for it and retries);
-    - ``collector-sigkill``: the fleet Collector SIGKILLed and started again at once (resumes from its
+    - ``collector-sigkill``: the fleet Collector SIGKILLed and started again at once (it resumes from its
       persistent queue);
-    - ``collector-restart``: the fleet Collector stopped gracefully (SIGTERM), then started again.
+    - ``collector-restart``: the fleet Collector sent SIGTERM and given ``grace_s`` to stop, then SIGKILLed,
+      as Kubernetes does after the kit's terminationGracePeriodSeconds (60); then started again.
     """
     started = time.monotonic()
+    forced = False
     if fault == "kill9":
         group.scorers[1][0].kill9()
         time.sleep(outage_s)  # the Collector's parts for it fail and wait in the persistent queue meanwhile
         group.restart_scorer(1)
     elif fault in ("collector-sigkill", "collector-restart"):
-        assert group.collector is not None
+        collector = group.collector
+        assert collector is not None
+        assert collector.popen is not None
         if fault == "collector-sigkill":
-            group.collector.kill9()
+            collector.kill9()
         else:
-            group.collector.stop(timeout=120)
+            collector.stop(timeout=grace_s)
+            forced = collector.popen.returncode == -signal.SIGKILL
         group.start_collector()
     else:
         raise ValueError(f"unknown fault {fault!r} (one of {', '.join(FAULTS)})")
-    return time.monotonic() - started
+    return {"outage_s": round(time.monotonic() - started, 1), "stop_forced": forced}

@@ -116,9 +116,14 @@ def test_a_replica_killed_mid_run_loses_no_llamaindex_trace(
     orchestrator would; the static resolver keeps its parts in the Collector's queue meanwhile). Every RAG
     trace is scored, against its own root span and answer. As for the decorated app
     (tests/test_fleet_e2e.py), duplicates are allowed and reported: a replica killed after scoring and before
-    answering has its part scored again by its successor."""
+    answering has its part scored again by its successor.
+
+    With the groupbytrace overlay, the configuration for OpenInference apps: with fleet.yaml alone a trace
+    split over two requests is lost when its replica dies between acknowledging the part without the root
+    (after --hold) and scoring the trace (docs/fleet.md; benchmarks/fleet.py --oi-scenarios kill9 counts
+    it: 5 of 150 in one run)."""
     count = 50
-    with _fleet(tmp_path, otelcol, 0.2) as group:
+    with _fleet(tmp_path, otelcol, 0.2, grouped=True) as group:
         app = start_oi_app(group, "llama", count, interval_s=0.1)
         wait_until("some evaluations in the sink", lambda: evaluation_count(group) >= 5, app, 180.0)
         at_kill = evaluation_count(group)
