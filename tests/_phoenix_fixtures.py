@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from _ports import free_port
+
 PHOENIX_VENV = Path.home() / ".cache" / "faithtrace" / "phoenix-venv-20.26.1"
 STARTUP_TIMEOUT_S = 120.0  # 11-15 s on an idle 2-core machine; much more while the local judge is busy
 
@@ -35,12 +37,6 @@ def find_phoenix() -> str | None:
     if os.access(default, os.X_OK):
         return str(default)
     return shutil.which("phoenix")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _grpc_port_free(port: int) -> bool:

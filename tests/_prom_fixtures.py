@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import threading
 import time
@@ -333,9 +332,3 @@ def backend_binary(name: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
 """OpenInference apps through the real Collector and real `faithtrace serve` replicas: a LlamaIndex query
 engine and a LangChain retrieval chain (scripted LLMs, mock embeddings, traced by their OpenInference
-instrumentations and nothing else) -> collector/otelcol/fleet.yaml -> 2 replicas -> a `file` trace sink.
+instrumentations and nothing else) -> collector/otelcol/fleet.yaml -> 2 replicas -> a sink Collector
+writing a file.
 
 Every RAG trace must be scored exactly once, against its own root span and its own answer (each query's
 answer names its number, so a judged text splitter output or another trace's answer shows), with the roots

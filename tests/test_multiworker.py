@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,23 +13,19 @@ from pathlib import Path
 
 import httpx
 
+from _ports import free_port
+
 HERE = Path(__file__).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_two_uvicorn_workers_with_metrics_both_serve(tmp_path: Path) -> None:
-    app_port, metrics_port = _free_port(), _free_port()
+    app_port, metrics_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHTRACE_", "OTEL_", "PYTEST_"))}
     env.update(
         APP_METRICS_PORT=str(metrics_port),
         # A judge that is not there: evaluations fail fast, and the app must not mind.
         FAITHTRACE_JUDGE_MODEL="openai/absent",
-        FAITHTRACE_JUDGE_API_BASE=f"http://127.0.0.1:{_free_port()}/v1",
+        FAITHTRACE_JUDGE_API_BASE=f"http://127.0.0.1:{free_port()}/v1",
         FAITHTRACE_JUDGE_API_KEY="x",
         FAITHTRACE_JUDGE_MAX_RETRIES="0",
     )
