@@ -32,12 +32,12 @@ from _fleet_fixtures import (
     Proc,
     _require,
     fake_judge,
-    free_port,
     on_loopback,
     start_app,
     tcp_open,
     wait_until,
 )
+from _ports import free_port
 
 FETCH_SCRIPT = REPO / "collector" / "fetch-kafka.sh"
 KAFKA_FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet-kafka.yaml"
