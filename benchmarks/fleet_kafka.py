@@ -25,13 +25,11 @@ same cores: read the ratios, the CPU per evaluation, and the load average printe
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +45,6 @@ from _fleet_fixtures import (  # noqa: E402
     Proc,
     app_traces,
     collect,
-    fake_judge,
     otelcol_binary,
     read_spans,
     serve_available,
@@ -55,19 +52,7 @@ from _fleet_fixtures import (  # noqa: E402
     wait_app_done,
     wait_until,
 )
-from _kafka_fixtures import Broker, KafkaFleet, app_answers, kafka_broker, start_oi_app  # noqa: E402
-
-
-@contextlib.contextmanager
-def kafka_fleet(
-    workdir: Path, otelcol: str, broker: Broker, latency: float, topic: str
-) -> Iterator[KafkaFleet]:
-    with fake_judge(latency, max_seconds=3600) as judge_url:
-        group = KafkaFleet(workdir, otelcol, judge_url=judge_url, broker=broker, topic=topic, group=topic)
-        try:
-            yield group
-        finally:
-            group.stop_all()
+from _kafka_fixtures import Broker, app_answers, kafka_broker, kafka_fleet, start_oi_app  # noqa: E402
 
 
 def _cpu(proc: Proc | None) -> float:
@@ -101,7 +86,7 @@ def scaling(
     rows = []
     with (
         tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
-        kafka_fleet(Path(tmp), otelcol, broker, latency, topic) as group,
+        kafka_fleet(Path(tmp), otelcol, broker, topic, latency, max_seconds=3600) as group,
     ):
         group.start_collector()
         before = {"collector": _cpu(group.collector), "broker": _cpu(broker.proc)}
@@ -200,7 +185,7 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
     broker.create_topic(topic, partitions=4)
     with (
         tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
-        kafka_fleet(Path(tmp), otelcol, broker, latency, topic) as group,
+        kafka_fleet(Path(tmp), otelcol, broker, topic, latency, max_seconds=3600) as group,
     ):
         for _ in range(2):
             group.add_consumer(16)

@@ -31,12 +31,13 @@ from _fleet_fixtures import (
     FleetPorts,
     Proc,
     _require,
-    free_port,
+    fake_judge,
     on_loopback,
     start_app,
     tcp_open,
     wait_until,
 )
+from _ports import free_port
 
 FETCH_SCRIPT = REPO / "collector" / "fetch-kafka.sh"
 KAFKA_FLEET_CONFIG = COLLECTOR / "otelcol" / "fleet-kafka.yaml"
@@ -252,6 +253,20 @@ class KafkaFleet(Fleet):
             except OSError:
                 continue
         return out
+
+
+@contextmanager
+def kafka_fleet(
+    workdir: Path, otelcol: str, broker: Broker, topic: str, judge_latency_s: float, max_seconds: float = 1800
+) -> Iterator[KafkaFleet]:
+    """A Kafka fleet on ``topic`` (its consumer group named after it) around the benchmarks' fixed-latency
+    judge, nothing started yet; every process it started is stopped on exit."""
+    with fake_judge(judge_latency_s, max_seconds=max_seconds) as judge_url:
+        group = KafkaFleet(workdir, otelcol, judge_url=judge_url, broker=broker, topic=topic, group=topic)
+        try:
+            yield group
+        finally:
+            group.stop_all()
 
 
 def start_oi_app(group: Fleet, framework: str, count: int, interval: float, **kwargs: Any) -> Proc:

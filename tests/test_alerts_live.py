@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _ports import free_port
 from _prom_fixtures import (
     ALERTMANAGER_CONFIG,
     DRIFTED_ANSWER,
@@ -35,7 +36,6 @@ from _prom_fixtures import (
     ScriptedJudge,
     app_argv,
     backend_binary,
-    free_port,
     serve_scripted_judge,
 )
 

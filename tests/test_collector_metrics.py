@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _ports import free_port
 from _prom_fixtures import (
     FAITHFUL_ANSWER,
     GRAFANA,
@@ -24,7 +25,6 @@ from _prom_fixtures import (
     WRONG_ANSWER,
     PromqlRefs,
     app_argv,
-    free_port,
     label_values_refs,
     metric_constants,
     names_constant_for,

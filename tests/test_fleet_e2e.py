@@ -33,7 +33,6 @@ from _fleet_fixtures import (
     app_traces,
     collect,
     fleet,
-    free_port,
     http_ok,
     otelcol,  # noqa: F401 - a fixture
     read_spans,
@@ -42,6 +41,7 @@ from _fleet_fixtures import (
     wait_app_done,
     wait_until,
 )
+from _ports import free_port
 from _prom_fixtures import backend_binary, prom_name
 from faithtrace._telemetry import names
 

@@ -28,7 +28,6 @@ from _fleet_fixtures import (
     Run,
     app_traces,
     collect,
-    fake_judge,
     otelcol_binary,
     read_spans,
     serve_available,
@@ -37,6 +36,7 @@ from _fleet_fixtures import (
     wait_until,
 )
 from _kafka_fixtures import Broker, KafkaFleet, app_answers, kafka_broker, start_oi_app
+from _kafka_fixtures import kafka_fleet as started_kafka_fleet
 from faithtrace._telemetry import names
 
 pytestmark = [pytest.mark.backend, pytest.mark.timeout(900)]
@@ -62,16 +62,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def kafka_fleet(tmp_path: Path, otelcol: str, broker: Broker) -> Iterator[KafkaFleet]:
     topic = f"spans-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, partitions=4)
-    with fake_judge(JUDGE_LATENCY_S, max_seconds=1800) as judge_url:
-        group = KafkaFleet(tmp_path, otelcol, judge_url=judge_url, broker=broker, topic=topic, group=topic)
-        try:
-            for _ in range(2):
-                group.add_consumer(concurrency=16)
-            group.wait_scorers_ready()
-            group.start_collector()
-            yield group
-        finally:
-            group.stop_all()
+    with started_kafka_fleet(tmp_path, otelcol, broker, topic, JUDGE_LATENCY_S) as group:
+        for _ in range(2):
+            group.add_consumer(concurrency=16)
+        group.wait_scorers_ready()
+        group.start_collector()
+        yield group
 
 
 class Apps:

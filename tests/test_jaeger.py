@@ -31,7 +31,8 @@ from _fake_judge import (
     FakeJudge,
     fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
 )
-from _fleet_fixtures import COLLECTOR, Proc, free_port, wait_until
+from _fleet_fixtures import COLLECTOR, Proc, wait_until
+from _ports import free_port
 from faithtrace._telemetry import names as n
 
 pytestmark = pytest.mark.backend

@@ -31,7 +31,8 @@ from _fake_judge import (
     FakeJudge,
     fake_judge,  # noqa: F401  (fixture, imported by name: see conftest)
 )
-from _phoenix_fixtures import PhoenixServer, free_port
+from _phoenix_fixtures import PhoenixServer
+from _ports import free_port
 from faithtrace._telemetry import names as n
 
 pytestmark = pytest.mark.backend

@@ -23,7 +23,8 @@ from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerO
 from faithtrace._evaluate import aevaluate, evaluate
 from faithtrace._request.decorator import trace_faithfulness
 from faithtrace._runtime.configure import configure
-from faithtrace._runtime.runtime import ShutdownReport, flush, shutdown
+from faithtrace._runtime.lifecycle import flush, shutdown
+from faithtrace._runtime.runtime import ShutdownReport
 from faithtrace._version import __version__
 from faithtrace.judge import LLMCall
 from faithtrace.scoring.models import (

@@ -23,8 +23,9 @@ from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
 from faithtrace._request.capture import CaptureSpec, Spec
 from faithtrace._request.traced_function import Traced
-from faithtrace._runtime import runtime
+from faithtrace._runtime import lifecycle
 from faithtrace._runtime.pending_span import PendingSpan
+from faithtrace._runtime.runtime import Runtime
 from faithtrace._telemetry.records import FunctionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,9 +42,9 @@ def _sampling_failed(exc: Exception) -> int:
     return -1
 
 
-def _decide() -> tuple[runtime.Runtime, int]:
+def _decide() -> tuple[Runtime, int]:
     """The sampling decision: 0 to trace and score, a ``Reason`` > 0 to skip, -1 when disabled."""
-    rt = runtime.RUNTIME or runtime.current()
+    rt = lifecycle.RUNTIME or lifecycle.current()
     try:
         return rt, (rt.sampler.decide() if rt.enabled else -1)
     except Exception as exc:

@@ -1,5 +1,5 @@
 """``faithtrace.configure()``: builds one ``Settings`` from arguments, the environment and defaults, and
-makes it live through the runtime (apart from ``runtime``, which holds the lifecycle only)."""
+makes it live through ``lifecycle``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._config.settings import CaptureOptions, SamplingOptions, WorkerOptions, build_settings
-from faithtrace._runtime.runtime import install
+from faithtrace._runtime.lifecycle import install
 
 
 def configure(

@@ -1,25 +1,23 @@
-"""The live state behind the decorator, and its lifecycle: ``configure()``, ``flush()``, ``shutdown()``.
+"""The live state behind the decorator: one ``Runtime`` per configuration (settings, tracer, instruments,
+sampler, scorer, worker), and what its ``close`` reports (``ShutdownReport``).
 
-One ``Runtime`` per configuration (settings, tracer, instruments, sampler, scorer, worker), swapped atomically
-by ``configure()``; the decorator reads the module-level ``RUNTIME`` once per call. Without ``configure()`` a
-runtime is built lazily from the environment and the global providers. The worker thread starts on the first
-sampled call, and again lazily in a forked child. Scoring itself lives in ``scoring.scorer``.
+Which runtime is live, and its lifecycle (``configure()``, ``flush()``, ``shutdown()``, exit and fork), is
+``lifecycle``'s. The worker thread starts on the first sampled call, and again lazily in a forked child.
+Scoring itself lives in ``scoring.scorer``.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import trace
 
-from faithtrace._common import host_state, safety
-from faithtrace._config.settings import Settings, build_settings
+from faithtrace._common import safety
+from faithtrace._config.settings import Settings
 from faithtrace._runtime import thread_watch
 from faithtrace._runtime.pending_span import Offer, PendingSpan
 from faithtrace._runtime.sampling import Sampler
@@ -82,14 +80,27 @@ class ShutdownReport:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    """One configuration's live state. ``queue_depth`` reads the live runtime's queue (the instruments are
+    shared by the runtimes on one meter provider); ``first_worker`` is called before a worker starts (the
+    exit hook's registration). A runtime made ``closed`` never starts one."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        *,
+        queue_depth: Callable[[], int],
+        first_worker: Callable[[], None],
+        closed: bool = False,
+    ) -> None:
         self.settings = settings
         self.enabled = settings.enabled
         self.capture = settings.capture
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
-        self.instruments = ft_metrics.instruments_for(meter_provider, _queue_depth)
+        self.instruments = ft_metrics.instruments_for(meter_provider, queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
             settings.annotations,
@@ -102,8 +113,9 @@ class Runtime:
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
         self._remote = settings.scoring if settings.remote else None
+        self._first_worker = first_worker
         self._worker: Worker | None = None
-        self._closed = False
+        self._closed = closed
         self._lock = threading.Lock()
 
     # --- request path --------------------------------------------------------------------------------------
@@ -118,7 +130,7 @@ class Runtime:
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
-                _register_at_exit()
+                self._first_worker()
                 capture, remote, tracer = self.capture, self._remote, self.tracer
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
@@ -141,6 +153,10 @@ class Runtime:
             return True
         ft_metrics.count_outcome(job.stats, n.OUTCOME_DROPPED)
         return False
+
+    @property
+    def worker_started(self) -> bool:
+        return self._worker is not None
 
     def depth(self) -> int:
         worker = self._worker
@@ -245,159 +261,3 @@ class Runtime:
         self.sampler.after_fork()
         if self.annotations is not None:
             self.annotations.after_fork()
-
-
-RUNTIME: Runtime | None = None
-_swap_lock = threading.Lock()
-
-
-_first_use_lock = threading.Lock()
-
-
-def current() -> Runtime:
-    """The runtime. When ``configure()`` was never called, the first use configures faithtrace from the
-    environment exactly as a bare ``configure()`` would, once: the ``OTEL_*`` and ``FAITHTRACE_*`` variables
-    alone set up the exporters (OTLP, Prometheus) as OpenTelemetry users expect."""
-    rt = RUNTIME
-    if rt is None:
-        with _first_use_lock:
-            if RUNTIME is None:
-                _configure_from_environment()
-        rt = RUNTIME
-        assert rt is not None
-    return rt
-
-
-def _configure_from_environment() -> None:
-    global RUNTIME
-    try:
-        install(build_settings())
-    except Exception as exc:
-        # An exporter that cannot start (a port in use, a missing extra) must not break the host's call: score
-        # into the global providers instead, as before this first use configured anything.
-        safety.internal_error("configuring from the environment", exc)
-        with _swap_lock:
-            if RUNTIME is None:
-                RUNTIME = Runtime(build_settings())
-
-
-def install(settings: Settings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
-    """Make ``settings`` the live configuration; the previous runtime finishes its queue within this call
-    (up to its ``shutdown_timeout_s``)."""
-    global RUNTIME
-    tp = setup.tracer_provider_for(settings, tracer_provider)
-    mp = setup.meter_provider_for(settings, meter_provider)
-    _register_at_exit()
-    new = Runtime(settings, tp, mp)
-    with _swap_lock:
-        old, RUNTIME = RUNTIME, new
-    if old is not None:
-        _report(old.close(time.monotonic() + old.settings.worker.shutdown_timeout_s), "reconfiguration")
-
-
-def flush(timeout: float = 30.0, *, evaluations: bool = True) -> bool:
-    """Wait until every queued evaluation has finished and its telemetry is exported.
-
-    A decorated call's own span is ended and exported by faithtrace's worker a moment after the call
-    returns. With ``evaluations=False`` this waits only for those spans, not for any scoring.
-    Returns False when ``timeout`` seconds passed first.
-    """
-    rt = RUNTIME
-    if rt is None:
-        return True
-    return rt.flush(timeout, evaluations=evaluations)
-
-
-def shutdown(timeout: float = 30.0) -> ShutdownReport:
-    """Finish queued evaluations, stop the worker and flush telemetry, returning within ``timeout`` seconds
-    (plus a fraction of a second).
-
-    What could not be done in time is given up and reported: the returned ``ShutdownReport`` counts the
-    evaluations abandoned and cancelled (also counted as ``dropped`` in the evaluations metric) and says
-    whether the exporters confirmed; a warning is logged when anything was lost. Only the providers faithtrace
-    set up itself are shut down, never the app's. The decorator is a pass-through afterwards, until the next
-    ``configure()``. Runs at interpreter exit with the worker's ``shutdown_timeout_s``.
-    """
-    global RUNTIME
-    started = time.monotonic()
-    deadline = started + max(0.0, timeout)
-    with _swap_lock:
-        old = RUNTIME
-        # Closed, not None: a call after shutdown must not lazily start a new worker (e.g. during exit).
-        RUNTIME = Runtime(build_settings(enabled=False, environ={}))
-        RUNTIME._closed = True
-    report = old.close(deadline) if old is not None else ShutdownReport()
-    owned_down = setup.shutdown_owned(deadline)
-    report = ShutdownReport(
-        abandoned=report.abandoned,
-        cancelled=report.cancelled,
-        unfinished_spans=report.unfinished_spans,
-        telemetry_flushed=report.telemetry_flushed and owned_down,
-        elapsed_s=time.monotonic() - started,
-    )
-    _report(report, "shutdown")
-    return report
-
-
-def _report(report: ShutdownReport, during: str) -> None:
-    if report.complete:
-        return
-    safety.logger.warning(
-        "faithtrace: %s after %.1f s lost %d queued and %d running evaluation(s), %d unfinished span(s)%s",
-        during,
-        report.elapsed_s,
-        report.abandoned,
-        report.cancelled,
-        report.unfinished_spans,
-        "" if report.telemetry_flushed else "; telemetry export did not finish in time",
-    )
-
-
-def _queue_depth() -> int:
-    rt = RUNTIME
-    return rt.depth() if rt is not None else 0
-
-
-def _at_exit() -> None:
-    rt = RUNTIME
-    if rt is None or (rt._worker is None and not setup.owns_providers()):
-        return
-    try:
-        shutdown(rt.settings.worker.shutdown_timeout_s)
-    except Exception as exc:  # never turn a clean exit into a traceback
-        safety.logger.debug("faithtrace: shutdown at exit failed: %s", exc)
-
-
-def _after_fork_in_child() -> None:
-    global _swap_lock
-    _swap_lock = threading.Lock()
-    rt = RUNTIME
-    if rt is not None:
-        rt.after_fork()
-
-
-_at_exit_lock = threading.Lock()
-_at_exit_registered = False
-
-
-def _register_at_exit() -> None:
-    """Register the exit flush once, on the threading shutdown hooks (as ``concurrent.futures`` does), not
-    the host's ``atexit`` list: they run before every ``atexit`` handler, so our last evaluations are exported
-    before the SDK's exit hooks shut the app's providers down. ``atexit`` where the hook is missing."""
-    global _at_exit_registered
-    with _at_exit_lock:
-        if _at_exit_registered:
-            return
-        _at_exit_registered = True
-    host_state.register_exit_runner()  # first: the hooks run last-registered first
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:
-        atexit.register(_at_exit)
-        return
-    # RuntimeError: the interpreter is already shutting down, with nothing left to flush into.
-    with contextlib.suppress(RuntimeError):
-        register(_at_exit)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

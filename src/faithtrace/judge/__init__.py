@@ -6,8 +6,9 @@ What scoring and the fleet use is exported here; the folders are the judges' own
 from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
 from faithtrace.judge.llm import load_litellm
 from faithtrace.judge.llm.calls import LLMCall
-from faithtrace.judge.llm.client import Endpoint, Judge, JudgeReply, OutputRejected
+from faithtrace.judge.llm.client import Judge, JudgeReply, OutputRejected
 from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs
+from faithtrace.judge.llm.request import Endpoint
 
 __all__ = [
     "RETRYABLE",

@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from faithtrace._common import safety
+from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
-from faithtrace.serve.receiver import Receiver, Saturated, Unavailable
+from faithtrace.serve.receiver import Receiver
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition

@@ -1,5 +1,5 @@
 """The receiver behind the transports (OTLP gRPC and HTTP, Kafka): admission, idempotence, trace assembly,
-scoring and honest answers.
+scoring and honest answers; the evaluations themselves (concurrency, duplicates, export) are evaluations.py's.
 
 One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
@@ -18,25 +18,17 @@ balancer re-sends whole batches.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.trace import SpanContext, TraceFlags
 
-from faithtrace._common import safety
 from faithtrace._config.settings import Settings
-from faithtrace._telemetry import spans
-from faithtrace._telemetry.records import Job
-from faithtrace.judge import RETRYABLE
-from faithtrace.scoring.models import FaithfulnessResult
-from faithtrace.scoring.scorer import Scorer
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
+from faithtrace.serve.evaluations import Evaluations, ResourceKey
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import scan
 from faithtrace.sources.assemble import INCOMPLETE_NO_ROOT, Assembler, Resolved
@@ -46,16 +38,9 @@ from faithtrace.sources.conventions import (
     RETRIEVER,
     Convention,
     RagItem,
-    cut,
     self_contained,
     watched_keys,
 )
-
-# The bounds and refusals live in limits.py; the receivers (HTTP, gRPC, Kafka) import them from here too.
-__all__ = ["Counters", "Limits", "Receiver", "Saturated", "Unavailable"]
-
-_TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
-ResourceKey = tuple[tuple[str, Any], ...]
 
 
 class Receiver:
@@ -72,8 +57,8 @@ class Receiver:
         self.conventions = (FAITHTRACE_REMOTE, *conventions)
         self.watched = watched_keys(self.conventions)
         self._markers = [key.encode() for key in self.watched]
-        self.scoring = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self.counters = Counters()
+        self.evaluations = Evaluations(settings, apps, limits, self.counters, self._settled)
         self.assembler = Assembler(
             settle_s=limits.settle_s,
             max_traces=limits.max_traces,
@@ -84,12 +69,8 @@ class Receiver:
         self.admission = Admission(4 * limits.max_pending, 2 * limits.retry_after_s)
         self.closing = False
         self.warm = False  # the judge's one-time start-up is done (readiness waits for it)
-        self._sem: asyncio.Semaphore | None = None
-        self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
-        self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
         self._waiters: dict[int, asyncio.Future[str]] = {}  # OpenInference traces not resolved yet
         self._trace_resource: dict[int, tuple[ResourceKey, dict[str, Any]]] = {}
-        self._tasks: set[asyncio.Task[str]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.requests_open = 0
         self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
@@ -114,17 +95,14 @@ class Receiver:
         sends one request's traces to its backends one after another, so a replica that starts up inside a
         request stalls every replica that request still has to visit. Returns why the judge is not usable
         (evaluations then retry the start-up), or None."""
-        failed = await self.scoring.warm_up()
+        failed = await self.evaluations.scoring.warm_up()
         self.warm = True
         return None if failed is None else f"{failed.type}: {failed.message}"
-
-    def _known(self, ident: tuple[int, int]) -> bool:
-        return ident in self._done or ident in self._inflight
 
     def load(self) -> int:
         """Evaluations admitted and not finished. Traces held for their root are not counted: the request
         carrying the root must get in (it needs no room here) however long they wait."""
-        return len(self._inflight)
+        return self.evaluations.load()
 
     # --- one request ---------------------------------------------------------------------------------------
     async def export_raw(
@@ -188,7 +166,7 @@ class Receiver:
                     own.append((key, item))
             elif not self.assembler.was_resolved(view.trace_id):
                 oi.append((key, view))
-        fresh = [i for _, i in own if not self._known((i.trace_id, i.span_id))]
+        fresh = [i for _, i in own if not self.evaluations.known((i.trace_id, i.span_id))]
         new_traces = {
             v.trace_id for _, v in oi if v.role == RETRIEVER and not self.assembler.has_retriever(v.trace_id)
         }
@@ -273,7 +251,7 @@ class Receiver:
         ]
         waits = [w for w in waits if w not in partial]
         for key, item in own:
-            waits.append(self._start(key, resources[key], item))
+            waits.append(self.evaluations.start(key, resources[key], item))
         self._arm_timer()
         return waits, partial
 
@@ -289,7 +267,7 @@ class Receiver:
                 if waiter is not None and not waiter.done():
                     waiter.set_result("ok")
                 continue
-            future = self._start(where[0], where[1], item)
+            future = self.evaluations.start(where[0], where[1], item)
             if waiter is not None:
                 _chain(future, waiter)
         # Traces that left the assembler without a result (not RAG after all, or scored in the app).
@@ -323,77 +301,11 @@ class Receiver:
         name = f"incomplete_{reason}"
         setattr(self.counters, name, getattr(self.counters, name) + 1)
 
-    # --- scoring one item ----------------------------------------------------------------------------------
-    def _start(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> asyncio.Future[str]:
-        loop = asyncio.get_running_loop()
-        ident = (item.trace_id, item.span_id)
-        if ident in self._done:
-            self.counters.duplicates += 1
-            done: asyncio.Future[str] = loop.create_future()
-            done.set_result("ok")
-            return done
-        running = self._inflight.get(ident)
-        if running is not None:
-            self.counters.duplicates += 1
-            return running
-        self.counters.rag_items += 1
-        future: asyncio.Future[str] = loop.create_future()
-        self._inflight[ident] = future
-        task = loop.create_task(self._score(key, resource, item))
-        self._tasks.add(task)
-
-        def finished(t: asyncio.Task[str]) -> None:
-            self._tasks.discard(t)
-            self._inflight.pop(ident, None)
-            outcome = "failed" if t.cancelled() or t.exception() is not None else t.result()
-            if t.exception() is not None:
-                safety.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
-            if outcome == "ok":
-                self._remember(ident)
-            else:
-                self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
-            if not future.done():
-                future.set_result(outcome)
-            self.admission.freed()
-
-        task.add_done_callback(finished)
-        return future
-
-    def _remember(self, ident: tuple[int, int]) -> None:
-        self._done[ident] = None
-        while len(self._done) > self.limits.dedupe_window:
-            self._done.popitem(last=False)
-
-    async def _score(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> str:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.limits.concurrency)
-        scoring = self.settings.scoring
-        item = cut(item, scoring.max_answer_chars, scoring.max_context_chars)
-        app = self.apps.get(key, resource)
-        stats = app.stats_for(item.function)
-        job = Job(
-            SpanContext(item.trace_id, item.span_id, True, TraceFlags(TraceFlags.SAMPLED)),
-            stats,
-            item.query,
-            item.contexts,
-            item.answer,
-            time.time_ns(),
-            time.monotonic(),
-        )
-        async with self._sem:
-            started_ns = time.time_ns()
-            result = await self.scoring.score(job.query, job.contexts, job.answer)
-        if _transient(result):
-            self.counters.judge_retry += 1
-            return "retry"
-        capture = self.settings.capture
-        emitted = app.collect(lambda tracer: spans.emit_evaluation(tracer, job, result, started_ns, capture))
-        app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
-        if not await asyncio.to_thread(app.export, emitted):
-            self.counters.export_failures += 1
-            return "failed"
-        self.counters.scored += 1
-        return "ok"
+    # --- evaluations (evaluations.py) ---------------------------------------------------------------------
+    def _settled(self, item: RagItem, outcome: str) -> None:
+        if outcome != "ok":
+            self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
+        self.admission.freed()
 
     # --- shutdown ------------------------------------------------------------------------------------------
     async def drain(self, timeout_s: float) -> None:
@@ -401,18 +313,11 @@ class Receiver:
         self.closing = True
         loop = asyncio.get_running_loop()
         self._dispatch(self.assembler.due(loop.time(), closing=True))
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout_s)
-        for task in list(self._tasks):
-            task.cancel()
+        await self.evaluations.drain(timeout_s)
         if self._timer is not None:
             self._timer.cancel()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.apps.close)
-
-
-def _transient(result: FaithfulnessResult) -> bool:
-    return result.error is not None and result.error.type in _TRANSIENT
 
 
 def _chain(source: asyncio.Future[str], target: asyncio.Future[str]) -> None:

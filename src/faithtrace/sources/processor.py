@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
-from faithtrace._runtime import runtime
+from faithtrace._runtime import lifecycle
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import register
 from faithtrace._telemetry.records import FunctionStats, Job
@@ -105,7 +105,7 @@ class OpenInferenceProcessor(SpanProcessor):
     def _submit(self, resolved: list[Resolved]) -> None:
         if not resolved:
             return
-        rt = runtime.current()
+        rt = lifecycle.current()
         for _trace_id, item, why in resolved:
             if item is None:
                 self.incomplete[why] += 1

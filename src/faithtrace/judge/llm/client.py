@@ -8,19 +8,13 @@ about prompts, scores or OTel spans.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from opentelemetry import context as otel_context
-
-# The OTel key instrumentations check before tracing a call: set while the judge runs so that a host app that
-# instruments litellm/OpenAI does not trace our judge calls a second time.
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY
 from pydantic import BaseModel, ValidationError
 
 from faithtrace._common.errors import JudgeError
@@ -28,12 +22,19 @@ from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace.judge.llm import _litellm as _litellm_module
 from faithtrace.judge.llm import reply as _reply
 from faithtrace.judge.llm.calls import LLMCall
+from faithtrace.judge.llm.request import (
+    Degraded,
+    Endpoint,
+    Message,
+    format_params,
+    isolated,
+    output_mode,
+    pairs,
+)
 
 logger = logging.getLogger("faithtrace")
 
 T = TypeVar("T", bound=BaseModel)
-T_co = TypeVar("T_co", covariant=True)
-Message = dict[str, Any]
 
 
 class OutputRejected(Exception):
@@ -50,17 +51,6 @@ class JudgeReply(Generic[T]):
     calls: list[LLMCall] = field(default_factory=list)
     # The accepted reply's tokens with their most likely alternatives, when asked for and returned.
     logprobs: list[_reply.TokenLogprobs] | None = None
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where requests go: what litellm needs, resolved once (the local judge starts lazily)."""
-
-    model: str
-    api_base: str | None = None
-    api_key: str | None = None
-    local: bool = False
-    display_model: str | None = None
 
 
 def _litellm() -> Any:
@@ -146,42 +136,8 @@ class Judge:
     def _output_mode(self, ep: Endpoint) -> str:
         if self._mode is not None:
             return self._mode
-        mode = self.settings.structured_output
-        if mode == "auto":
-            if ep.local:
-                # llama-cpp-python's server rejects json_schema but grammar-constrains json_object + schema.
-                mode = "json_object"
-            else:
-                mode = "json_object"
-                try:
-                    lm = _litellm()
-                    if lm.supports_response_schema(model=ep.model):
-                        mode = "json_schema"
-                    elif lm.supports_function_calling(model=ep.model):
-                        mode = "tool"
-                except Exception:  # unknown model to litellm's map: JSON mode works almost everywhere
-                    mode = "json_object"
-        self._mode = mode
-        return mode
-
-    @staticmethod
-    def _format_params(mode: str, name: str, schema: dict[str, Any], local: bool) -> dict[str, Any]:
-        if mode == "json_schema":
-            return {
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {"name": name, "schema": schema, "strict": False},
-                }
-            }
-        if mode == "tool":
-            return {
-                "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}],
-                "tool_choice": {"type": "function", "function": {"name": name}},
-            }
-        fmt: dict[str, Any] = {"type": "json_object"}
-        if local:
-            fmt["schema"] = schema  # passed through by litellm; llama.cpp turns it into a grammar
-        return {"response_format": fmt, **(_reply.local_params() if local else {})}
+        self._mode = output_mode(self.settings.structured_output, ep)
+        return self._mode
 
     # --- the call ----------------------------------------------------------------------------------------
     async def generate(
@@ -257,7 +213,7 @@ class Judge:
         logprobs: bool = False,
     ) -> tuple[str, str | None, list[_reply.TokenLogprobs] | None]:
         """The one retry loop: a request the judge refused for a feature it lacks is sent again at once
-        without it (``_Degraded``: at most twice, the feature stays off); a transient failure is sent again
+        without it (``Degraded``: at most twice, the feature stays off); a transient failure is sent again
         after a backoff, ``max_retries`` times."""
         s = self.settings
         delay = 1.0
@@ -267,7 +223,7 @@ class Judge:
                 return await self._complete_once(
                     ep, step, messages, json_schema, calls, attempt, max_tokens, logprobs
                 )
-            except _Degraded:
+            except Degraded:
                 continue
             except JudgeError as exc:
                 if exc.type not in _reply.RETRYABLE or attempt > s.max_retries:
@@ -299,10 +255,10 @@ class Judge:
             "max_tokens": max_tokens or s.max_tokens,
             "timeout": self._timeout(ep),
             "num_retries": 0,  # retries are ours: counted, backed off and recorded per attempt
-            # The host's litellm callbacks must not see the judge (see ``_isolated``): litellm skips success
+            # The host's litellm callbacks must not see the judge (see ``isolated``): litellm skips success
             # and failure callbacks for a "no-log" request (unless the host set global_disable_no_log_param).
             "no-log": True,
-            **self._format_params(mode, step, json_schema, ep.local),
+            **format_params(mode, step, json_schema, ep.local),
             **s.extra_params,
         }
         logprobs = logprobs and not self._logprobs_refused
@@ -316,7 +272,7 @@ class Judge:
         t0 = time.perf_counter()
         try:
             async with self._semaphore():
-                response = await asyncio.wait_for(_isolated(lm.acompletion(**params)), self._timeout(ep) + 5)
+                response = await asyncio.wait_for(isolated(lm.acompletion(**params)), self._timeout(ep) + 5)
         except Exception as exc:
             etype = "timeout" if isinstance(exc, asyncio.TimeoutError) else _reply.error_type(exc)
             calls.append(
@@ -327,20 +283,20 @@ class Judge:
                     start_time_ns=start_ns,
                     duration_s=time.perf_counter() - t0,
                     error_type=etype,
-                    input_messages=_pairs(messages),
+                    input_messages=pairs(messages),
                 )
             )
             if logprobs and _reply.rejects_logprobs(exc):
                 # No log-probabilities (an older local judge, some providers): sampled verdicts from now on.
                 logger.info("faithtrace: judge %s gives no log-probabilities; judging without", ep.model)
                 self._logprobs_refused = True
-                raise _Degraded from exc
+                raise Degraded from exc
             if mode != "json_object" and _reply.rejects_format(exc):
                 # Gateways that reject json_schema / tools (a common RAGAS/DeepEval failure): fall back to
                 # JSON mode for the rest of this judge's life and try again at once.
                 logger.warning("faithtrace: judge %s rejected %s output; using JSON mode", ep.model, mode)
                 self._mode = "json_object"
-                raise _Degraded from exc
+                raise Degraded from exc
             if ep.local and etype == "judge_unavailable":
                 # The shared local server was stopped or crashed: resolve (and restart) it on the next try.
                 self._endpoint = None
@@ -360,49 +316,8 @@ class Judge:
                 cost_usd=None if ep.local else _reply.cost(lm, response),
                 response_id=getattr(response, "id", None),
                 finish_reason=finish_reason,
-                input_messages=_pairs(messages),
+                input_messages=pairs(messages),
                 output_text=raw,
             )
         )
         return raw, finish_reason, _reply.token_logprobs(response) if logprobs else None
-
-
-class _Degraded(Exception):
-    """The judge refused a request feature (log-probabilities, a structured-output mode), now switched off
-    for this judge: the same request goes again at once, without it."""
-
-
-def _pairs(messages: list[Message]) -> tuple[tuple[str, str], ...]:
-    return tuple((str(m.get("role", "")), str(m.get("content") or "")) for m in messages)
-
-
-def _isolated(coro: Coroutine[Any, Any, T_co]) -> asyncio.Task[T_co]:
-    """Run ``coro`` (a litellm call) as a task whose context keeps it out of the host's telemetry.
-
-    * OTel's "suppress instrumentation" key: a host that instruments litellm/OpenAI does not trace the judge.
-    * litellm's own internal-call flag (a ContextVar litellm sets for the calls it makes itself): litellm
-      then schedules no async success/failure logging for the request. That keeps the judge's calls out of
-      the host's ``litellm.callbacks`` and, above all, off litellm's process-wide logging worker, whose queue
-      is bound to one event loop: fed from faithtrace's loop and the host's loop in turn, it re-binds on
-      every switch and drops or double-awaits the host's own logging tasks ("event loop changed", "cannot
-      reuse already awaited coroutine", "Task was destroyed but it is pending").
-
-    Both are context values, not globals: the host's concurrent calls see nothing of them. The task gets its
-    own copy of the context, so nothing has to be detached afterwards: an attach/detach pair around an
-    ``await`` breaks when the task is cancelled at loop shutdown ("token created in a different Context").
-    """
-    ctx = contextvars.copy_context()
-    ctx.run(otel_context.attach, otel_context.set_value(_SUPPRESS_KEY, True))
-    internal_call = _litellm_internal_call_flag()
-    if internal_call is not None:
-        ctx.run(internal_call.set, True)
-    return asyncio.get_running_loop().create_task(coro, context=ctx)
-
-
-def _litellm_internal_call_flag() -> contextvars.ContextVar[bool] | None:
-    try:
-        from litellm._internal_context import is_internal_call
-    except ImportError:  # an older litellm: "no-log" still keeps the host's callbacks out
-        return None
-    flag: contextvars.ContextVar[bool] = is_internal_call
-    return flag

@@ -1,0 +1,145 @@
+"""The fleet's evaluations: each RAG item scored once, at most ``concurrency`` at a time, and its results
+exported through the app that sent it.
+
+A finished item is remembered by (trace id, span id) in a bounded window (``dedupe_window``), and a re-sent
+item still running joins the running evaluation: the load balancer re-sends whole batches. An evaluation ends
+"ok", "retry" (a transient judge failure: rate limit, timeout, judge down; the Collector keeps the batch and
+sends it again) or "failed" (its results could not be exported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.trace import SpanContext, TraceFlags
+
+from faithtrace._common import safety
+from faithtrace._config.settings import Settings
+from faithtrace._telemetry import spans
+from faithtrace._telemetry.records import Job
+from faithtrace.judge import RETRYABLE
+from faithtrace.scoring.models import FaithfulnessResult
+from faithtrace.scoring.scorer import Scorer
+from faithtrace.serve.apps import Apps
+from faithtrace.serve.limits import Counters, Limits
+from faithtrace.sources.conventions import RagItem, cut
+
+_TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
+ResourceKey = tuple[tuple[str, Any], ...]
+
+
+class Evaluations:
+    """The evaluations running and the window of those done. ``settled(item, outcome)`` is called once per
+    evaluation started, after its future has its outcome."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        apps: Apps,
+        limits: Limits,
+        counters: Counters,
+        settled: Callable[[RagItem, str], None],
+    ) -> None:
+        self.settings = settings
+        self.apps = apps
+        self.limits = limits
+        self.counters = counters
+        self.scoring = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
+        self._settled = settled
+        self._sem: asyncio.Semaphore | None = None
+        self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
+        self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
+        self._tasks: set[asyncio.Task[str]] = set()
+
+    def load(self) -> int:
+        """Evaluations started and not finished."""
+        return len(self._inflight)
+
+    def known(self, ident: tuple[int, int]) -> bool:
+        return ident in self._done or ident in self._inflight
+
+    def start(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> asyncio.Future[str]:
+        """Score ``item`` (a duplicate joins the running evaluation, or is done at once); the future gets
+        the outcome."""
+        loop = asyncio.get_running_loop()
+        ident = (item.trace_id, item.span_id)
+        if ident in self._done:
+            self.counters.duplicates += 1
+            done: asyncio.Future[str] = loop.create_future()
+            done.set_result("ok")
+            return done
+        running = self._inflight.get(ident)
+        if running is not None:
+            self.counters.duplicates += 1
+            return running
+        self.counters.rag_items += 1
+        future: asyncio.Future[str] = loop.create_future()
+        self._inflight[ident] = future
+        task = loop.create_task(self._score(key, resource, item))
+        self._tasks.add(task)
+
+        def finished(t: asyncio.Task[str]) -> None:
+            self._tasks.discard(t)
+            self._inflight.pop(ident, None)
+            outcome = "failed" if t.cancelled() or t.exception() is not None else t.result()
+            if t.exception() is not None:
+                safety.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
+            if outcome == "ok":
+                self._remember(ident)
+            if not future.done():
+                future.set_result(outcome)
+            self._settled(item, outcome)
+
+        task.add_done_callback(finished)
+        return future
+
+    def _remember(self, ident: tuple[int, int]) -> None:
+        self._done[ident] = None
+        while len(self._done) > self.limits.dedupe_window:
+            self._done.popitem(last=False)
+
+    async def _score(self, key: ResourceKey, resource: dict[str, Any], item: RagItem) -> str:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.limits.concurrency)
+        scoring = self.settings.scoring
+        item = cut(item, scoring.max_answer_chars, scoring.max_context_chars)
+        app = self.apps.get(key, resource)
+        stats = app.stats_for(item.function)
+        job = Job(
+            SpanContext(item.trace_id, item.span_id, True, TraceFlags(TraceFlags.SAMPLED)),
+            stats,
+            item.query,
+            item.contexts,
+            item.answer,
+            time.time_ns(),
+            time.monotonic(),
+        )
+        async with self._sem:
+            started_ns = time.time_ns()
+            result = await self.scoring.score(job.query, job.contexts, job.answer)
+        if _transient(result):
+            self.counters.judge_retry += 1
+            return "retry"
+        capture = self.settings.capture
+        emitted = app.collect(lambda tracer: spans.emit_evaluation(tracer, job, result, started_ns, capture))
+        app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
+        if not await asyncio.to_thread(app.export, emitted):
+            self.counters.export_failures += 1
+            return "failed"
+        self.counters.scored += 1
+        return "ok"
+
+    async def drain(self, timeout_s: float) -> None:
+        """Let the running evaluations finish within ``timeout_s``; cancel the rest."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def _transient(result: FaithfulnessResult) -> bool:
+    return result.error is not None and result.error.type in _TRANSIENT
