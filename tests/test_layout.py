@@ -3,13 +3,13 @@
 The import graph is read from the source with ``ast`` (no import side effects, nothing to install): every
 ``import``/``from ... import`` of a faithtrace module counts, at module level, inside a function or under ``if
 TYPE_CHECKING:`` (a type-only import is still a dependency a reader has to follow). A cycle anywhere in the
-package fails, and so does an import from a lower layer into a higher one (``LAYERS``), and a module over
-``MAX_LINES`` lines.
+package fails, and so does an import from a lower layer into a higher one (``LAYERS``).
 """
 
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "faithtrace"
@@ -177,12 +177,16 @@ def test_scoring_and_serve_reach_the_judge_through_its_package() -> None:
             assert inside == [], module
 
 
-def test_no_module_is_over_max_lines() -> None:
-    """A module that long holds more than one responsibility: split it where they part (not by squeezing
-    lines), as ``scoring.pipeline`` / ``claims`` / ``verdicts`` / ``run`` were."""
+def test_large_modules_are_reported() -> None:
+    """Not a failure (issue 26): a module splits where its responsibilities part, as ``scoring.pipeline`` /
+    ``claims`` / ``verdicts`` / ``run`` did, not at a line count; a hard cap made modules split by size and
+    lines squeezed. Over ``MAX_LINES`` a module is worth a look, so the test warns."""
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}
+    for module, lines in sorted(sizes.items()):
+        if lines > MAX_LINES:
+            # A warning, shown in pytest's summary (a print would be captured and hidden for a passing test).
+            warnings.warn(f"{module} has {lines} lines (over {MAX_LINES}): one responsibility?", stacklevel=1)
     assert sizes  # the package was found
-    assert {m: n for m, n in sorted(sizes.items()) if n > MAX_LINES} == {}
 
 
 def test_only_the_pending_span_ends_a_rag_span() -> None:
