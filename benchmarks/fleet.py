@@ -17,7 +17,7 @@ Seven measurements (``--phases``):
 6. openinference: >= 500 LlamaIndex + LangChain traces per scenario (normal, roots 3 s late, saturated
    replicas, a flood of chat traces; and, LlamaIndex alone, a replica kill -9d and restarted, the Collector
    SIGKILLed, the Collector restarted): lost, scored against the wrong span or text, duplicates;
-7. ceiling: the load-balancing path's steady-state rate with a slow judge (1 s) and replicas that take
+7. ceiling: the load-balancing path's steady-state rate with a slow judge (1 s, 2 s) and replicas that take
    hundreds of evaluations at once, for 1, 2, 4, 8 replicas, with the CPU the machine and the fleet used
    and what the replicas and the Collector's queue held meanwhile: whether CPU or the exporter limits it.
 
@@ -53,6 +53,7 @@ from _fleet_fixtures import (  # noqa: E402
     EVALUATION_SPAN,
     GROUPBYTRACE_OVERLAY,
     Fleet,
+    Proc,
     app_calls,
     app_traces,
     collect,
@@ -467,8 +468,31 @@ def _lb_queue_bytes(group: Fleet) -> float:
     )
 
 
+def _judge_pid() -> int | None:
+    """The fake judge: this process's child running _fakejudge.py."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            if parent == me and b"_fakejudge.py" in (stat.parent / "cmdline").read_bytes():
+                return int(stat.parent.name)
+    return None
+
+
 def _sample(group: Fleet, out: list[dict[str, Any]], stop: threading.Event) -> None:
-    """Every 0.5 s: the machine's and the fleet's CPU, what each replica holds, the load balancer's queue."""
+    """Every 0.5 s: the machine's CPU and each fleet process's, what each replica holds, the load
+    balancer's queue."""
+    judge = _judge_pid()
+
+    def cpu(pid: int | None) -> float:
+        if pid is not None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                return _cpu_seconds(pid)
+        return 0.0
+
+    def pid(proc: Proc | None) -> int | None:
+        return proc.popen.pid if proc is not None and proc.popen is not None and proc.alive else None
+
     while not stop.wait(0.5):
         pending, open_requests = [], 0
         for _, _, http_port in group.scorers:
@@ -479,19 +503,18 @@ def _sample(group: Fleet, out: list[dict[str, Any]], stop: threading.Event) -> N
                 continue
             pending.append(stats["pending"])
             open_requests += stats["requests_open"]
-        procs = [p for p in (group.collector, *(s[0] for s in group.scorers)) if p is not None]
-        cpu = 0.0
-        for proc in procs:
-            if proc.popen is not None and proc.alive:
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    cpu += _cpu_seconds(proc.popen.pid)
         busy, total = _machine_jiffies()
         out.append(
             {
                 "ns": time.time_ns(),
                 "busy": busy,
                 "total": total,
-                "fleet_cpu_s": cpu,
+                "cpu": {
+                    "collector": cpu(pid(group.collector)),
+                    "sink": cpu(pid(group.sink)),
+                    "judge": cpu(judge),
+                    "replicas": [cpu(pid(s[0])) for s in group.scorers],
+                },
                 "pending": pending,
                 "requests_open": open_requests,
                 "queue_bytes": _lb_queue_bytes(group),
@@ -552,7 +575,18 @@ def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrenc
         row["machine_cpu_pct"] = round(
             100 * (last["busy"] - first["busy"]) / max(1, last["total"] - first["total"]), 1
         )
-        row["fleet_cpu_cores"] = round((last["fleet_cpu_s"] - first["fleet_cpu_s"]) / seconds, 2)
+
+        def cores(role: str) -> float:
+            return round((last["cpu"][role] - first["cpu"][role]) / seconds, 2)
+
+        row["collector_cores"] = cores("collector")
+        row["judge_cores"] = cores("judge")
+        row["sink_cores"] = cores("sink")
+        replica_cores = [
+            (b - a) / seconds for a, b in zip(first["cpu"]["replicas"], last["cpu"]["replicas"], strict=True)
+        ]
+        row["replicas_cores"] = round(sum(replica_cores), 2)
+        row["busiest_replica_cores"] = round(max(replica_cores), 2)
         row["in_flight_mean"] = round(sum(sum(x["pending"]) for x in window) / len(window), 1)
         row["in_flight_max_replica"] = max(max(x["pending"], default=0) for x in window)
         row["requests_open_mean"] = round(sum(x["requests_open"] for x in window) / len(window), 1)
@@ -561,17 +595,15 @@ def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrenc
     return row
 
 
-def _ceiling_table(otelcol: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def _ceiling_table(otelcol: str, args: argparse.Namespace, latency: float) -> list[dict[str, Any]]:
     rows = []
     for n in args.ceiling_replicas.split(","):
-        rows.append(
-            ceiling(otelcol, int(n), args.ceiling_traces, args.ceiling_latency, args.ceiling_concurrency)
-        )
+        rows.append(ceiling(otelcol, int(n), args.ceiling_traces, latency, args.ceiling_concurrency))
         print(json.dumps(rows[-1]), flush=True)
     print(
         f"\nLoad-balancing path at steady state: {args.ceiling_traces} RAG traces queued, judge "
-        f"{args.ceiling_latency * 1000:.0f} ms/request, --concurrency {args.ceiling_concurrency} "
-        f"(steady: evaluations ended after the app finished, 10th-90th percentile)"
+        f"{latency * 1000:.0f} ms/request, --concurrency {args.ceiling_concurrency} "
+        f"(steady: evaluations ended after the app finished, 10th-90th percentile; CPU in cores)"
     )
     keys = [
         "replicas",
@@ -582,7 +614,10 @@ def _ceiling_table(otelcol: str, args: argparse.Namespace) -> list[dict[str, Any
         "requests_open_mean",
         "queue_mb_min",
         "machine_cpu_pct",
-        "fleet_cpu_cores",
+        "replicas_cores",
+        "busiest_replica_cores",
+        "collector_cores",
+        "judge_cores",
         "load1_mean",
         "missing",
         "duplicates",
@@ -656,7 +691,9 @@ def main() -> None:
         "--oi-configs", default="plain,grouped", help="fleet.yaml alone (plain), with the overlay (grouped)"
     )
     parser.add_argument("--ceiling-replicas", default="1,2,4,8", help="replica counts for the ceiling phase")
-    parser.add_argument("--ceiling-latency", type=float, default=1.0, help="judge latency, ceiling phase")
+    parser.add_argument(
+        "--ceiling-latencies", default="1.0,2.0", help="judge latencies (s) of the ceiling phase's runs"
+    )
     parser.add_argument(
         "--ceiling-concurrency", type=int, default=256, help="`--concurrency` of each replica, ceiling phase"
     )
@@ -759,10 +796,12 @@ def main() -> None:
     if "ceiling" in phases:
         args.ceiling_traces = args.ceiling_traces or (600 if args.quick else 4000)
         results["ceiling"] = {
-            "judge_latency_s": args.ceiling_latency,
             "concurrency": args.ceiling_concurrency,
             "traces": args.ceiling_traces,
-            "rows": _ceiling_table(otelcol, args),
+            "runs": [
+                {"judge_latency_s": latency, "rows": _ceiling_table(otelcol, args, latency)}
+                for latency in (float(x) for x in args.ceiling_latencies.split(","))
+            ],
         }
     results["load_average"] = os.getloadavg()
     # A run of the ceiling or the OpenInference phase alone has its own results file (and table in

@@ -201,22 +201,26 @@ def fleet_openinference(doc: dict[str, Any]) -> str:
 def fleet_ceiling(doc: dict[str, Any]) -> str:
     c = doc["ceiling"]
     lines = [
-        f"## fleet_ceiling (load-balancing path at steady state; judge {c['judge_latency_s'] * 1000:.0f} ms, "
-        f"--concurrency {c['concurrency']}, {c['traces']} RAG traces per run)\n",
+        f"## fleet_ceiling (load-balancing path at steady state; --concurrency {c['concurrency']}, "
+        f"{c['traces']} RAG traces per run)\n",
         _head(doc),
-        "| replicas | steady ev/s | window s | judge-bound ev/s | in flight (mean, all replicas) "
-        "| requests open | LB queue MB (min) | machine CPU % | fleet CPU cores | load | missing "
-        "| duplicates |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "CPU in cores (the machine has 2); in flight: evaluations the replicas held, summed.\n",
+        "| judge ms | replicas | steady ev/s | window s | judge-bound ev/s | in flight | requests open "
+        "| machine CPU % | replicas | busiest replica | Collector | judge | load | missing | duplicates |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
-    for r in c["rows"]:
-        lines.append(
-            f"| {r['replicas']} | {_f(r['steady_per_s'])} | {_f(r['window_s'], 1)} | "
-            f"{_f(r['judge_bound_per_s'], 0)} | {_f(r.get('in_flight_mean'), 1)} | "
-            f"{_f(r.get('requests_open_mean'), 1)} | {_f(r.get('queue_mb_min'))} | "
-            f"{_f(r.get('machine_cpu_pct'), 1)} | {_f(r.get('fleet_cpu_cores'))} | "
-            f"{_f(r.get('load1_mean'), 1)} | {r['missing']} | {r['duplicates']} |"
-        )
+    for run in c["runs"]:
+        for r in run["rows"]:
+            lines.append(
+                f"| {run['judge_latency_s'] * 1000:.0f} | {r['replicas']} | {_f(r['steady_per_s'], 1)} | "
+                f"{_f(r['window_s'], 1)} | {_f(r['judge_bound_per_s'], 0)} | "
+                f"{_f(r.get('in_flight_mean'), 0)} | {_f(r.get('requests_open_mean'), 1)} | "
+                f"{_f(r.get('machine_cpu_pct'), 0)} | {_f(r.get('replicas_cores'))} | "
+                f"{_f(r.get('busiest_replica_cores'))} | {_f(r.get('collector_cores'))} | "
+                f"{_f(r.get('judge_cores'))} | {_f(r.get('load1_mean'), 1)} | {r['missing']} | "
+                f"{r['duplicates']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
