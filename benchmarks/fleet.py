@@ -364,9 +364,9 @@ def openinference(
 
     The fault scenarios run the LlamaIndex app alone (``traces`` queries, one every 50 ms) and inject their
     fault once a quarter of the evaluations are in the sink (_oi_fleet.inject). Its SDK waits up to 60 s on
-    a batch, so that a Collector away for a restart does not make it drop spans; what it drops anyway is
-    counted apart (``not_handed_over``: the root never reached the sink) from what was lost after the
-    Collector took it."""
+    a batch, so that a Collector away for a restart does not make it drop spans. Lost traces whose root
+    never reached the sink (``root_not_in_sink``: the app gave up on them, or the Collector lost them before
+    its persistent queue) are counted apart from those lost after it (``lost_accepted``)."""
     from _oi_fleet import collect_oi, evaluation_count, inject, oi_expected, start_oi_app
 
     rows = []
@@ -775,7 +775,7 @@ def main() -> None:
             "wrong",
             "duplicates",
             "non_rag_scored",
-            "not_handed_over",
+            "root_not_in_sink",
             "lost_accepted",
             "evaluated_at_fault",
             "outage_s",

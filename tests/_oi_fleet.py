@@ -66,15 +66,16 @@ class OiRun:
     seen: frozenset[tuple[str, str]] = frozenset()
 
     @property
-    def not_handed_over(self) -> list[str]:
+    def root_not_in_sink(self) -> list[str]:
         """RAG traces whose root span never reached the sink: the app's SDK gave up on its batch while no
-        Collector listened (the app's loss, before any Collector accepted it)."""
+        Collector listened, or the Collector lost the spans before its persistent queue (the groupbytrace
+        overlay holds them in memory for 2 s)."""
         return [t for t, (root, _) in self.expected.items() if (t, root) not in self.seen]
 
     @property
     def lost_accepted(self) -> list[str]:
-        """Lost RAG traces whose root span the Collector did accept."""
-        gone = set(self.not_handed_over)
+        """Lost RAG traces whose root span reached the sink (the Collector queued it)."""
+        gone = set(self.root_not_in_sink)
         return [t for t in self.lost if t not in gone]
 
     @property
@@ -107,7 +108,7 @@ class OiRun:
             "wrong": len(self.wrong),
             "duplicates": self.duplicates,
             "non_rag_scored": self.not_rag_scored,
-            "not_handed_over": len(self.not_handed_over),
+            "root_not_in_sink": len(self.root_not_in_sink),
             "lost_accepted": len(self.lost_accepted),
         }
 
@@ -130,8 +131,8 @@ def _read(path: Path) -> tuple[dict[str, list[tuple[str, str]]], frozenset[tuple
 def collect_oi(
     group: Fleet, expected: dict[str, tuple[str, str]], timeout: float = 240.0, accepted_only: bool = False
 ) -> OiRun:
-    """Wait until every expected trace (with ``accepted_only``, every one whose root the Collector accepted:
-    call it once the apps are done) has an evaluation in the sink, or the timeout; then a moment more so
+    """Wait until every expected trace (with ``accepted_only``, every one whose root reached the sink: call
+    it once the apps are done) has an evaluation in the sink, or the timeout; then a moment more so
     that late duplicates and wrong extra evaluations are counted too."""
     deadline = time.monotonic() + timeout
     while True:
