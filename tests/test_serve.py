@@ -5,6 +5,7 @@ scripted judge of `_fake_judge` (its replies parsed on the real path)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -570,3 +571,88 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
         assert int.from_bytes(evaluation.trace_id, "big") == 2
         assert 1.5 <= waited < 20, waited
         assert serve.stats()["held_traces"] == 1  # trace 1, still waiting for its root
+
+
+def _export_in_thread(
+    export: Any, body: bytes, on_answer: Any = None
+) -> tuple[threading.Thread, threading.Event, list[BaseException]]:
+    """Send one request from a thread; the event is set (after ``on_answer()``) when the replica answered."""
+    answered, errors = threading.Event(), []
+
+    def send() -> None:
+        try:
+            export(body, timeout=60)
+        except BaseException as exc:  # the test's assertion reports it
+            errors.append(exc)
+        if on_answer is not None:
+            on_answer()
+        answered.set()
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread, answered, errors
+
+
+def test_a_root_that_comes_before_its_retriever_is_acknowledged_after_the_score(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    """The load balancer sends a trace's parts concurrently, so the part with the root can come first.
+    Answered at once, it was lost with a replica killed before the score (the Collector had let go of it,
+    and the retriever alone, re-sent to the restarted replica, never became a RAG trace). Now it waits a
+    moment (0.5 s, or --hold if shorter) for the retriever and then for the score; a chat trace's root is let
+    go after that moment, not after --hold."""
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "60", "--hold", "30") as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        scored_when_answered: list[int] = []
+        thread, answered, errors = _export_in_thread(
+            export, _oi_request(_oi_root(7)), lambda: scored_when_answered.append(len(sink.evaluations()))
+        )
+        deadline = time.monotonic() + 10
+        while serve.stats()["requests_open"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        export(_oi_request(_oi_retriever(7)), timeout=60)  # completes the trace: answered after the score
+        assert answered.wait(30)
+        assert not errors, errors
+        thread.join(5)
+        assert scored_when_answered == [1], "the root's part was answered before its trace was scored"
+        assert [int.from_bytes(s.trace_id, "big") for _, s in sink.evaluations()] == [7]
+
+        chat = (8, 1, 0, "chat", {"openinference.span.kind": "LLM", "output.value": "Hello!"})
+        started = time.monotonic()
+        export(_oi_request(chat), timeout=60)
+        # At most 0.5 s (not --hold: most roots without a retriever are chat traces'), then let go.
+        assert 0.4 <= time.monotonic() - started < 10
+        channel.close()
+        assert serve.stats()["scored"] == 1
+
+
+def test_a_part_whose_trace_became_whole_while_it_waited_is_acknowledged_after_the_score(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    """The retriever's part waits --hold for the root; the root comes, the scoring starts and outlasts
+    --hold (a slow judge). The retriever's part must wait for the score too: let go at --hold, it was lost
+    with a replica killed before the score."""
+    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "60", "--hold", "0.5") as serve:
+        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        fake_judge.hang()
+        part, part_answered, part_errors = _export_in_thread(export, _oi_request(_oi_retriever(9)))
+        time.sleep(0.1)
+        root, root_answered, root_errors = _export_in_thread(export, _oi_request(_oi_root(9)))
+        deadline = time.monotonic() + 30
+        while not fake_judge.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake_judge.requests, "the trace was never scored"
+        assert not part_answered.wait(2.0), "the retriever's part was answered while its trace was scored"
+        fake_judge.mode = "ok"
+        fake_judge.release.set()
+        assert part_answered.wait(30)
+        assert root_answered.wait(30)
+        part.join(5)
+        root.join(5)
+        channel.close()
+        assert not part_errors, part_errors
+        assert not root_errors, root_errors
+        assert [int.from_bytes(s.trace_id, "big") for _, s in sink.evaluations()] == [9]
+        assert serve.stats()["scored"] == 1

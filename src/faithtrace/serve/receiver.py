@@ -4,9 +4,11 @@ scoring and honest answers; the evaluations themselves (concurrency, duplicates,
 One OTLP request is answered OK only when every RAG item it carries has been scored and its results were
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
 carry OpenInference retriever spans wait for their trace to resolve (sources/assemble.py: its root arrives,
-in this request or a later one), at most ``hold_s`` while the root is missing; the request carrying the root
-waits for the score. Held traces are bounded on their own (``max_traces``, ``max_bytes``), not by
-``max_pending``, so a part that completes one is never refused for them. Everything else is answered at once.
+in this request or a later one), at most ``hold_s`` while the root is missing, and for the score once it
+came; the request carrying the root waits for the score, and one carrying a root before any retriever of
+its trace waits a moment for one (``ROOT_FIRST_WAIT_S``). Held traces are bounded on their own
+(``max_traces``, ``max_bytes``), not by ``max_pending``, so a part that completes one is never refused for
+them. Everything else is answered at once.
 
 Load is refused, after a bounded wait for room (admission.py), before any work is admitted (``Saturated``:
 HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo), and so is a transient judge failure (rate limit, timeout,
@@ -41,6 +43,9 @@ from faithtrace.sources.conventions import (
     self_contained,
     watched_keys,
 )
+
+# How long a request waits, at most, for the retriever of a root it brought first (``hold_s`` if shorter).
+ROOT_FIRST_WAIT_S = 0.5
 
 
 class Receiver:
@@ -198,14 +203,28 @@ class Receiver:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
             if admitted is not None:
                 admitted()
-            if partial and whole:
-                waits += partial
-            elif partial:
-                # Traces still missing their root: wait a little for the rest, then let the request go (its
-                # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
-                # processor) would otherwise never send the root while this request waits.
-                await asyncio.wait(partial, timeout=self.limits.hold_s)
-                waits += [w for w in partial if w.done()]
+            if whole:
+                # A Kafka message waits for its RAG traces in full; a root without a retriever so far may
+                # be a chat trace's, which no retriever will ever complete.
+                waits += [w for t, w in partial.items() if self.assembler.has_retriever(t)]
+                partial = {t: w for t, w in partial.items() if not self.assembler.has_retriever(t)}
+            if partial:
+                # Traces still missing a part (their root, or a retriever for a root that came first): wait a
+                # little for the rest, then let the request go (its spans stay in the assembler). A sender
+                # that exports one request at a time (the SDK's batch processor) would otherwise never send
+                # the rest while this request waits. A root without a retriever waits less: it is most often
+                # a chat trace's, and a retriever behind its root is only a moment behind (the load
+                # balancer sends one request's parts concurrently).
+                short = min(self.limits.hold_s, ROOT_FIRST_WAIT_S)
+                await asyncio.wait(partial.values(), timeout=short)
+                self._forget_chat_waiters(partial)
+                rest = [w for w in partial.values() if not w.done()]
+                if rest and self.limits.hold_s > short:
+                    await asyncio.wait(rest, timeout=self.limits.hold_s - short)
+                # A trace that became whole meanwhile is being scored: the request waits for that score, as
+                # the one that completed the trace does. Acknowledged earlier, its spans were lost with a
+                # replica killed before the score, though the Collector had handed them over.
+                waits += [w for t, w in partial.items() if w.done() or self._scoring(t)]
             if waits:
                 results = await asyncio.gather(*waits)
                 if "retry" in results:
@@ -222,9 +241,9 @@ class Receiver:
         roots: list[tuple[int, int]],
         resources: dict[ResourceKey, dict[str, Any]],
         now: float,
-    ) -> tuple[list[asyncio.Future[str]], list[asyncio.Future[str]]]:
+    ) -> tuple[list[asyncio.Future[str]], dict[int, asyncio.Future[str]]]:
         """Feed the assembler and start the scoring; returns what the request waits for: in full, and for
-        at most ``hold_s`` (traces not resolved yet)."""
+        at most ``hold_s`` by trace id (traces not whole yet)."""
         waits: list[asyncio.Future[str]] = []
         resolved: list[Resolved] = []
         for key, view in oi:
@@ -233,29 +252,57 @@ class Receiver:
         for trace_id, span_id in roots:
             self.assembler.root_seen(trace_id, span_id)
         # A request that brings a held trace's root (an OpenInference span or not) waits for its score too.
+        # So does one that brings an OpenInference root before any retriever of its trace: the load balancer
+        # sends a trace's parts concurrently, in any order, and the retriever may be a moment behind.
         touched = {v.trace_id for _, v in oi} | {trace_id for trace_id, _ in roots}
+        root_first = {
+            v.trace_id
+            for _, v in oi
+            if self.assembler.rooted(v.trace_id) and not self.assembler.has_retriever(v.trace_id)
+        }
+        waiting: dict[int, asyncio.Future[str]] = {}
         for trace_id in touched:
-            if self.assembler.has_retriever(trace_id):
+            if self.assembler.has_retriever(trace_id) or trace_id in root_first:
                 waiter = self._waiters.get(trace_id)
                 if waiter is None:
                     waiter = self._waiters[trace_id] = asyncio.get_running_loop().create_future()
-                waits.append(waiter)
+                waiting[trace_id] = waiter
         resolved += self.assembler.due(now)
         self._dispatch(resolved)
-        # Traces whose root has not come are waited for at most hold_s (see export); a trace whose root is
-        # here is waited for in full, so the request carrying the root is acknowledged after its score.
-        partial = [
-            w
-            for t, w in self._waiters.items()
-            if w in waits and not w.done() and not self.assembler.rooted(t)
-        ]
-        waits = [w for w in waits if w not in partial]
+        # Traces not whole yet (no root, or a root and no retriever so far) are waited for at most hold_s
+        # (see export); a whole trace is waited for in full, so the request that completed it is
+        # acknowledged after its score.
+        partial = {
+            t: w
+            for t, w in waiting.items()
+            if not w.done()
+            and (not self.assembler.rooted(t) or not self.assembler.has_retriever(t))
+            and not self._scoring(t)
+        }
+        waits = [w for t, w in waiting.items() if t not in partial]
         for key, item in own:
             waits.append(self.evaluations.start(key, resources[key], item))
         self._arm_timer()
         return waits, partial
 
     # --- OpenInference traces ------------------------------------------------------------------------------
+    def _forget_chat_waiters(self, partial: dict[int, asyncio.Future[str]]) -> None:
+        """Roots still without a retriever after the wait are most likely chat traces': their waiters go, so
+        that a flood of them keeps none (a retriever that comes later makes a new one)."""
+        for trace_id, waiter in partial.items():
+            if (
+                not waiter.done()
+                and not self.assembler.has_retriever(trace_id)
+                and not self._scoring(trace_id)
+            ):
+                if self._waiters.get(trace_id) is waiter:
+                    del self._waiters[trace_id]
+                waiter.set_result("ok")
+
+    def _scoring(self, trace_id: int) -> bool:
+        """The trace resolved and its waiter is chained to a running evaluation (or already answered)."""
+        return self.assembler.was_resolved(trace_id) and trace_id not in self._waiters
+
     def _dispatch(self, resolved: list[Resolved]) -> None:
         self.counters.evicted_traces = self.assembler.evicted
         self.counters.dropped_not_rag = self.assembler.dropped
