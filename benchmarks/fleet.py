@@ -351,6 +351,8 @@ OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] =
     "saturated": ("saturated", 1, ("--max-pending", "2"), {}, ""),
     "flood": ("non-RAG flood x10", 16, (), {"non_rag": 10}, ""),
     "kill9": ("replica kill -9 + restart", 16, (), {}, "kill9"),
+    # A longer hold than the default 0.5 s: parts without their root wait for it (and then the score).
+    "kill9-hold30": ("replica kill -9 + restart, --hold 30", 16, ("--hold", "30"), {}, "kill9"),
     "collector-sigkill": ("Collector SIGKILL", 16, (), {}, "collector-sigkill"),
     "collector-restart": ("Collector restart", 16, (), {}, "collector-restart"),
 }

@@ -593,40 +593,6 @@ def _export_in_thread(
     return thread, answered, errors
 
 
-def test_a_root_that_comes_before_its_retriever_is_acknowledged_after_the_score(
-    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
-) -> None:
-    """The load balancer sends a trace's parts concurrently, so the part with the root can come first.
-    Answered at once, it was lost with a replica killed before the score (the Collector had let go of it,
-    and the retriever alone, re-sent to the restarted replica, never became a RAG trace). Now it waits a
-    moment (0.5 s, or --hold if shorter) for the retriever and then for the score; a chat trace's root is let
-    go after that moment, not after --hold."""
-    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "60", "--hold", "30") as serve:
-        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-        scored_when_answered: list[int] = []
-        thread, answered, errors = _export_in_thread(
-            export, _oi_request(_oi_root(7)), lambda: scored_when_answered.append(len(sink.evaluations()))
-        )
-        deadline = time.monotonic() + 10
-        while serve.stats()["requests_open"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        export(_oi_request(_oi_retriever(7)), timeout=60)  # completes the trace: answered after the score
-        assert answered.wait(30)
-        assert not errors, errors
-        thread.join(5)
-        assert scored_when_answered == [1], "the root's part was answered before its trace was scored"
-        assert [int.from_bytes(s.trace_id, "big") for _, s in sink.evaluations()] == [7]
-
-        chat = (8, 1, 0, "chat", {"openinference.span.kind": "LLM", "output.value": "Hello!"})
-        started = time.monotonic()
-        export(_oi_request(chat), timeout=60)
-        # At most 0.5 s (not --hold: most roots without a retriever are chat traces'), then let go.
-        assert 0.4 <= time.monotonic() - started < 10
-        channel.close()
-        assert serve.stats()["scored"] == 1
-
-
 def test_a_part_whose_trace_became_whole_while_it_waited_is_acknowledged_after_the_score(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:

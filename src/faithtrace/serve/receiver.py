@@ -5,8 +5,7 @@ One OTLP request is answered OK only when every RAG item it carries has been sco
 accepted by the exporter (``App.export``), or was skipped and counted (incomplete, duplicate). Requests that
 carry OpenInference retriever spans wait for their trace to resolve (sources/assemble.py: its root arrives,
 in this request or a later one), at most ``hold_s`` while the root is missing, and for the score once it
-came; the request carrying the root waits for the score, and one carrying a root before any retriever of
-its trace waits a moment for one (``ROOT_FIRST_WAIT_S``). Held traces are bounded on their own
+came; the request carrying the root waits for the score. Held traces are bounded on their own
 (``max_traces``, ``max_bytes``), not by ``max_pending``, so a part that completes one is never refused for
 them. Everything else is answered at once.
 
@@ -43,9 +42,6 @@ from faithtrace.sources.conventions import (
     self_contained,
     watched_keys,
 )
-
-# How long a request waits, at most, for the retriever of a root it brought first (``hold_s`` if shorter).
-ROOT_FIRST_WAIT_S = 0.5
 
 
 class Receiver:
@@ -203,27 +199,16 @@ class Receiver:
             waits, partial = self._admit(own, oi, found.roots, found.resources, loop.time())
             if admitted is not None:
                 admitted()
-            if whole:
-                # A Kafka message waits for its RAG traces in full; a root without a retriever so far may
-                # be a chat trace's, which no retriever will ever complete.
-                waits += [w for t, w in partial.items() if self.assembler.has_retriever(t)]
-                partial = {t: w for t, w in partial.items() if not self.assembler.has_retriever(t)}
-            if partial:
-                # Traces still missing a part (their root, or a retriever for a root that came first): wait a
-                # little for the rest, then let the request go (its spans stay in the assembler). A sender
-                # that exports one request at a time (the SDK's batch processor) would otherwise never send
-                # the rest while this request waits. A root without a retriever waits less: it is most often
-                # a chat trace's, and a retriever behind its root is only a moment behind (the load
-                # balancer sends one request's parts concurrently).
-                short = min(self.limits.hold_s, ROOT_FIRST_WAIT_S)
-                await asyncio.wait(partial.values(), timeout=short)
-                self._forget_chat_waiters(partial)
-                rest = [w for w in partial.values() if not w.done()]
-                if rest and self.limits.hold_s > short:
-                    await asyncio.wait(rest, timeout=self.limits.hold_s - short)
-                # A trace that became whole meanwhile is being scored: the request waits for that score, as
-                # the one that completed the trace does. Acknowledged earlier, its spans were lost with a
-                # replica killed before the score, though the Collector had handed them over.
+            if partial and whole:
+                waits += partial.values()
+            elif partial:
+                # Traces still missing their root: wait a little for the rest, then let the request go (its
+                # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
+                # processor) would otherwise never send the root while this request waits.
+                await asyncio.wait(partial.values(), timeout=self.limits.hold_s)
+                # A trace whose root came meanwhile is being scored: the request waits for that score, as
+                # the root's request does. Acknowledged at --hold, its spans were lost with a replica killed
+                # before the score, though the Collector had handed them over.
                 waits += [w for t, w in partial.items() if w.done() or self._scoring(t)]
             if waits:
                 results = await asyncio.gather(*waits)
@@ -252,32 +237,24 @@ class Receiver:
         for trace_id, span_id in roots:
             self.assembler.root_seen(trace_id, span_id)
         # A request that brings a held trace's root (an OpenInference span or not) waits for its score too.
-        # So does one that brings an OpenInference root before any retriever of its trace: the load balancer
-        # sends a trace's parts concurrently, in any order, and the retriever may be a moment behind.
+        # (A root that comes before any retriever of its trace is answered at once: most such roots are chat
+        # traces', and waiting for a retriever that never comes cost a chat flood 50 % more time.)
         touched = {v.trace_id for _, v in oi} | {trace_id for trace_id, _ in roots}
-        root_first = {
-            v.trace_id
-            for _, v in oi
-            if self.assembler.rooted(v.trace_id) and not self.assembler.has_retriever(v.trace_id)
-        }
         waiting: dict[int, asyncio.Future[str]] = {}
         for trace_id in touched:
-            if self.assembler.has_retriever(trace_id) or trace_id in root_first:
+            if self.assembler.has_retriever(trace_id):
                 waiter = self._waiters.get(trace_id)
                 if waiter is None:
                     waiter = self._waiters[trace_id] = asyncio.get_running_loop().create_future()
                 waiting[trace_id] = waiter
         resolved += self.assembler.due(now)
         self._dispatch(resolved)
-        # Traces not whole yet (no root, or a root and no retriever so far) are waited for at most hold_s
-        # (see export); a whole trace is waited for in full, so the request that completed it is
-        # acknowledged after its score.
+        # Traces whose root has not come are waited for at most hold_s (see export); a trace whose root is
+        # here is waited for in full, so the request carrying the root is acknowledged after its score.
         partial = {
             t: w
             for t, w in waiting.items()
-            if not w.done()
-            and (not self.assembler.rooted(t) or not self.assembler.has_retriever(t))
-            and not self._scoring(t)
+            if not w.done() and not self.assembler.rooted(t) and not self._scoring(t)
         }
         waits = [w for t, w in waiting.items() if t not in partial]
         for key, item in own:
@@ -286,19 +263,6 @@ class Receiver:
         return waits, partial
 
     # --- OpenInference traces ------------------------------------------------------------------------------
-    def _forget_chat_waiters(self, partial: dict[int, asyncio.Future[str]]) -> None:
-        """Roots still without a retriever after the wait are most likely chat traces': their waiters go, so
-        that a flood of them keeps none (a retriever that comes later makes a new one)."""
-        for trace_id, waiter in partial.items():
-            if (
-                not waiter.done()
-                and not self.assembler.has_retriever(trace_id)
-                and not self._scoring(trace_id)
-            ):
-                if self._waiters.get(trace_id) is waiter:
-                    del self._waiters[trace_id]
-                waiter.set_result("ok")
-
     def _scoring(self, trace_id: int) -> bool:
         """The trace resolved and its waiter is chained to a running evaluation (or already answered)."""
         return self.assembler.was_resolved(trace_id) and trace_id not in self._waiters
