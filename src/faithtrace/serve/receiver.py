@@ -229,7 +229,6 @@ class Receiver:
     ) -> tuple[list[asyncio.Future[str]], dict[int, asyncio.Future[str]]]:
         """Feed the assembler and start the scoring; returns what the request waits for: in full, and for
         at most ``hold_s`` by trace id (traces not whole yet)."""
-        waits: list[asyncio.Future[str]] = []
         resolved: list[Resolved] = []
         for key, view in oi:
             self._trace_resource.setdefault(view.trace_id, (key, resources[key]))
