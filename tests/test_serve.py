@@ -388,6 +388,67 @@ def test_an_export_failure_is_not_acknowledged(tmp_path: Path, fake_judge: FakeJ
         assert serve.stats()["export_failures"] == 1
 
 
+def test_requests_in_flight_when_nothing_takes_the_results_are_answered_after_one_export_timeout(
+    tmp_path: Path, fake_judge: FakeJudge
+) -> None:
+    """The results endpoint does not listen (the one Collector is restarting): the first export waits out
+    the SDK exporter's timeout (5 s here) and fails; the exports queued behind it fail at once instead of
+    each waiting the timeout in turn (which held the last request for 6 x 5 s, and a stopping Collector for
+    its 110 s send timeout). A request that comes within that time is refused unjudged; once the endpoint
+    listens again, the re-sent request is scored and delivered."""
+    from concurrent import futures
+
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    from _ports import free_port
+    from _serve_fixtures import MetricSink
+
+    port = free_port()
+    with run_serve(tmp_path, fake_judge.base_url, port, OTEL_EXPORTER_OTLP_TIMEOUT="5") as serve:
+
+        def post(trace_id: int) -> int:
+            req = urllib.request.Request(
+                serve.http + "/v1/traces",
+                _raw_request(trace_id, trace_id),
+                {"content-type": "application/x-protobuf"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        with futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(post, range(100, 106)))
+        assert answers == [503] * 6  # retryable: the Collector keeps them
+        stats = serve.stats()
+        assert stats["export_failures"] == 6
+        # One export was tried and waited out its timeout; those queued behind it were not tried (on a busy
+        # machine an evaluation may finish after that window and try once more; without the fix all six do).
+        assert serve.log.read_text().count("Failed to export traces") <= 2, serve.log.read_text()
+        judged = len(fake_judge.requests)
+        assert post(106) == 503
+        assert len(fake_judge.requests) == judged  # refused before the judge
+        assert serve.stats()["rejected_export_down"] == 1
+
+        # The endpoint listens again (the Collector is back): the re-sent request is scored and delivered.
+        sink = Sink()
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(sink, server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(MetricSink(), server)
+        assert server.add_insecure_port(f"127.0.0.1:{port}") == port
+        server.start()
+        try:
+            deadline = time.monotonic() + 30
+            while post(100) != 200:
+                assert time.monotonic() < deadline, serve.log.read_text()
+                time.sleep(0.5)
+            assert [int.from_bytes(s.trace_id, "big") for _, s in sink.wait(1)] == [100]
+        finally:
+            server.stop(0)
+
+
 def test_a_failing_judge_is_answered_retry_later_and_scored_on_the_retry(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:

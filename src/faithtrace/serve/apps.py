@@ -6,13 +6,17 @@ replicas each export cumulative counters for the same app, and without a distinc
 overwrite each other's series (sum over instances for the app's total).
 
 Spans are exported synchronously per evaluation by ``export()``, and its result decides the OTLP answer:
-a request is acknowledged only once its results were accepted downstream.
+a request is acknowledged only once its results were accepted downstream. Exports queue behind one another,
+so while nothing takes the results (the one Collector is stopping) each used to wait out the SDK's timeout
+in turn, and the requests in flight were answered only after a timeout per evaluation: the stopping
+Collector waited on them for its own 110 s send timeout. ``ExportHealth`` fails the queued ones at once.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +37,7 @@ from faithtrace._version import __version__
 SpanExporterFactory = Callable[[], SpanExporter]
 MetricReaderFactory = Callable[[], MetricReader]
 _MAX_FUNCTIONS = 256
+_SLOW_FAILURE_S = 1.0  # the OTLP SDK exporters' first back-off: a failure this slow was retried
 
 
 def otlp_span_exporter() -> SpanExporter:
@@ -58,6 +63,25 @@ def otlp_metric_reader() -> MetricReader:
     return PeriodicExportingMetricReader(GrpcMetricExporter())
 
 
+class ExportHealth:
+    """Whether the replica's results can be exported now, shared by its apps (one OTLP endpoint for all).
+
+    After an export that failed slowly (a second or more: the SDK retried, nothing answered), exports fail
+    at once, without trying, for as long as that failure took; one that failed fast (the endpoint refused
+    the batch) lets the next try at once, since such failures do not pile up. The requests they belong to
+    are answered UNAVAILABLE and the Collector re-sends them (its persistent queue keeps them)."""
+
+    def __init__(self) -> None:
+        self._down_until = 0.0
+
+    def down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def failed(self, took_s: float) -> None:
+        if took_s >= _SLOW_FAILURE_S:
+            self._down_until = max(self._down_until, time.monotonic() + took_s)
+
+
 class _Collect(SpanProcessor):
     """Gathers the spans ended while one evaluation is emitted (emission is synchronous on one thread)."""
 
@@ -75,12 +99,18 @@ class App:
     """One app's tracer, instruments and per-function stats."""
 
     def __init__(
-        self, resource: dict[str, Any], instance_id: str, exporter: SpanExporter, reader: MetricReader
+        self,
+        resource: dict[str, Any],
+        instance_id: str,
+        exporter: SpanExporter,
+        reader: MetricReader,
+        health: ExportHealth | None = None,
     ) -> None:
         self.service = str(resource.get("service.name", "unknown_service"))
         self._collect = _Collect()
         self._exporter = exporter
         self._export_lock = threading.Lock()
+        self._health = health or ExportHealth()
         self.tracer_provider = TracerProvider(resource=Resource(resource), shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(self._collect)
         self.tracer = self.tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)
@@ -112,7 +142,13 @@ class App:
         if not spans:
             return True
         with self._export_lock:
-            return self._exporter.export(spans) is SpanExportResult.SUCCESS
+            if self._health.down():  # checked once the exports queued before this one are done
+                return False
+            started = time.monotonic()
+            if self._exporter.export(spans) is SpanExportResult.SUCCESS:
+                return True
+            self._health.failed(time.monotonic() - started)
+            return False
 
     def close(self) -> None:
         self.meter_provider.shutdown()
@@ -136,13 +172,16 @@ class Apps:
         self._span_exporter = span_exporter
         self._metric_reader = metric_reader
         self._apps: collections.OrderedDict[Any, App] = collections.OrderedDict()
+        self.health = ExportHealth()
 
     def get(self, key: Any, resource: dict[str, Any]) -> App:
         app = self._apps.get(key)
         if app is not None:
             self._apps.move_to_end(key)
             return app
-        app = self._apps[key] = App(resource, self.instance_id, self._span_exporter(), self._metric_reader())
+        app = self._apps[key] = App(
+            resource, self.instance_id, self._span_exporter(), self._metric_reader(), self.health
+        )
         while len(self._apps) > self.max_apps:
             _, old = self._apps.popitem(last=False)
             threading.Thread(target=old.close, name="faithtrace-app-close", daemon=True).start()

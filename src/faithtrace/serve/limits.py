@@ -40,6 +40,7 @@ class Counters:
     bad_requests: int = 0
     judge_retry: int = 0  # transient judge failures answered "retry later"
     export_failures: int = 0
+    rejected_export_down: int = 0  # refused unjudged: an export failed slowly just now (apps.ExportHealth)
     evicted_traces: int = 0
     dropped_not_rag: int = 0  # traces without a retriever let go (their root came alone, or they settled)
 

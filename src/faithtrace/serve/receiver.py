@@ -172,6 +172,11 @@ class Receiver:
             v.trace_id for _, v in oi if v.role == RETRIEVER and not self.assembler.has_retriever(v.trace_id)
         }
         need = len(fresh) + len(new_traces)
+        if need and self.apps.health.down():
+            # Its results could not be exported now either: judging it would be wasted (the Collector
+            # re-sends the request, and it is scored then).
+            self.counters.rejected_export_down += 1
+            raise Unavailable("the results could not be exported a moment ago")
 
         def refusal() -> tuple[str, str] | None:
             """Why the request cannot be admitted now (the counter, the message), or None. A new RAG trace
