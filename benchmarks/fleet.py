@@ -355,6 +355,8 @@ OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] =
     "kill9-hold30": ("replica kill -9 + restart, --hold 30", 16, ("--hold", "30"), {}, "kill9"),
     "collector-sigkill": ("Collector SIGKILL", 16, (), {}, "collector-sigkill"),
     "collector-restart": ("Collector restart", 16, (), {}, "collector-restart"),
+    # The kit's two Collectors behind a Service (tests/_service_proxy.py), restarted one after the other.
+    "collector-rolling-restart": ("2 Collectors, rolling restart", 16, (), {}, "collector-rolling-restart"),
 }
 
 
@@ -376,9 +378,10 @@ def openinference(
     configs = [c for c, key in zip(configs, ("plain", "grouped"), strict=True) if key in configs_wanted]
     for key, (config, overlays) in itertools.product(which, configs):
         label, concurrency, extra, app_args, fault = OI_SCENARIOS[key]
+        collectors = 2 if fault == "collector-rolling-restart" else 1
         with (
             tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
-            fleet(Path(tmp), otelcol, judge_latency) as group,
+            fleet(Path(tmp), otelcol, judge_latency, collectors=collectors) as group,
         ):
             group.overlays.extend(overlays)
             _start(group, 2, concurrency, extra=extra)
@@ -420,6 +423,8 @@ def openinference(
                     "evaluated_at_fault": at_fault if fault else None,
                     "outage_s": faulted["outage_s"] if fault else None,
                     "stop_forced": faulted["stop_forced"] if fault else None,
+                    "stop_s": faulted["stop_s"] if fault else None,  # each graceful stop's duration
+                    "collectors": collectors,
                     "app_running_at_fault": app_running if fault else None,
                 }
             )
@@ -764,6 +769,8 @@ def main() -> None:
             set(args.oi_configs.split(",")),
         )
         results["openinference"] = oi
+        # This phase's judge: --latency-judge, not --latency (the top-level judge_latency_s).
+        results["openinference_judge_latency_s"] = args.latency_judge
         print(
             f"\nOpenInference apps (LlamaIndex + LangChain; the fault scenarios LlamaIndex alone), "
             f"{args.oi_traces} RAG traces per scenario, Collector, 2 replicas, judge "
@@ -781,6 +788,7 @@ def main() -> None:
             "lost_accepted",
             "evaluated_at_fault",
             "outage_s",
+            "stop_s",
             "stop_forced",
             "incomplete",
             "refused",

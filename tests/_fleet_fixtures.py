@@ -252,20 +252,72 @@ def wait_until(what: str, check: Any, proc: Proc, timeout: float = 60.0) -> None
         time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class ServicePorts:
+    """The Service proxy's (tests/_service_proxy.py) ports: what apps and scorers connect to when the fleet
+    runs several Collectors, and its control port."""
+
+    app_grpc: int = field(default_factory=free_port)
+    results_grpc: int = field(default_factory=free_port)
+    control: int = field(default_factory=free_port)
+
+
+SERVICE_PROXY = Path(__file__).resolve().parent / "_service_proxy.py"
+
+
 @dataclass
 class Fleet:
-    """A Collector, scorer replicas and a fixed-latency judge, all on loopback."""
+    """Collectors, scorer replicas and a fixed-latency judge, all on loopback.
+
+    One Collector by default (``ports``). With ``collectors=2``, the kit's StatefulSet of two: each has its
+    own ports and persistent-queue directory, both balance over the same scorers and export to the same
+    sink, and apps and scorers reach them through a Service proxy (tests/_service_proxy.py), as in
+    Kubernetes through the Service."""
 
     workdir: Path
     otelcol: str
     ports: FleetPorts = field(default_factory=FleetPorts)
     procs: list[Proc] = field(default_factory=list)
-    collector: Proc | None = None
     sink: Proc | None = None
     scorers: list[tuple[Proc, int, int]] = field(default_factory=list)
     judge_url: str = ""
     # Config files merged over the loopback fleet.yaml by the Collector itself (--config, in order).
     overlays: list[Path] = field(default_factory=list)
+    collectors: int = 1
+    # The proxy's flag --no-endpoints: it routes to stopped Collectors too (the tests' check that it matters).
+    service_no_endpoints: bool = False
+    running: dict[int, Proc] = field(default_factory=dict)  # Collector index -> its process
+    service: Proc | None = None
+    service_ports: ServicePorts = field(default_factory=ServicePorts)
+    _extra_ports: list[FleetPorts] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        # Collectors 1.. get their own ports; the sink is the one every Collector exports to.
+        sink = self.ports.sink_grpc
+        self._extra_ports = [FleetPorts(sink_grpc=sink) for _ in range(self.collectors - 1)]
+
+    def collector_ports(self, index: int = 0) -> FleetPorts:
+        return self.ports if index == 0 else self._extra_ports[index - 1]
+
+    def collector_dir(self, index: int = 0) -> Path:
+        """Collector ``index``'s config and persistent queue (``queue/``): its own volume, as in the kit."""
+        path = self.workdir if index == 0 else self.workdir / f"otelcol-{index}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def collector(self) -> Proc | None:
+        return self.running.get(0)
+
+    @property
+    def app_port(self) -> int:
+        """Where apps send OTLP/gRPC: the Collector, or the Service proxy in front of several."""
+        return self.service_ports.app_grpc if self.collectors > 1 else self.ports.app_grpc
+
+    @property
+    def results_port(self) -> int:
+        """Where scorers send their results: likewise."""
+        return self.service_ports.results_grpc if self.collectors > 1 else self.ports.results_grpc
 
     def judge_requests(self) -> int:
         with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
@@ -279,7 +331,7 @@ class Fleet:
             FAITHTRACE_JUDGE_API_BASE=self.judge_url,
             FAITHTRACE_JUDGE_API_KEY="sk-test-not-a-key",
             OTEL_SERVICE_NAME="faithtrace-scorer",
-            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.ports.results_grpc}",
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{self.results_port}",
             OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
             OTEL_BSP_SCHEDULE_DELAY="200",
             OTEL_METRIC_EXPORT_INTERVAL="1000",
@@ -324,10 +376,11 @@ class Fleet:
         wait_until("/readyz OK", lambda: http_ok(f"http://127.0.0.1:{http_port}/readyz"), proc, 120.0)
 
     # -- Collector
-    def write_collector_config(self) -> Path:
+    def write_collector_config(self, index: int = 0) -> Path:
         hostnames = [f"127.0.0.1:{grpc}" for _, grpc, _ in self.scorers]
-        config = local_fleet_config(self.ports, hostnames, self.workdir)
-        path = self.workdir / "otelcol.yaml"
+        workdir = self.collector_dir(index)
+        config = local_fleet_config(self.collector_ports(index), hostnames, workdir)
+        path = workdir / "otelcol.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 
@@ -342,21 +395,85 @@ class Fleet:
             wait_until(f"sink port {port} open", lambda: tcp_open(port), self.sink, 60.0)
         return self.sink
 
-    def start_collector(self) -> Proc:
+    def start_collector(self, index: int | None = None) -> Proc:
+        """Start Collector ``index`` (again, on its queue, if it ran before) and wait for its health check;
+        None: every Collector, then the Service proxy in front of them if there are several. Returns the
+        (first) Collector."""
         self.start_sink()
-        if self.collector is None:
-            config = self.write_collector_config()
+        if index is None:
+            for i in range(self.collectors):
+                self.start_collector(i)
+            if self.collectors > 1 and self.service is None:
+                self.start_service()
+            return self.running[0]
+        proc = self.running.get(index)
+        if proc is None:
+            config = self.write_collector_config(index)
             argv = [self.otelcol, f"--config={config}", *(f"--config={o}" for o in self.overlays)]
-            self.collector = Proc("otelcol", argv, self.workdir / "otelcol.log")
-            self.procs.append(self.collector)
-        self.collector.start()
-        health = f"http://127.0.0.1:{self.ports.health}/"
-        wait_until("health check OK", lambda: http_ok(health), self.collector, 60.0)
-        return self.collector
+            name = "otelcol" if index == 0 else f"otelcol-{index}"
+            proc = self.running[index] = Proc(name, argv, self.workdir / f"{name}.log")
+            self.procs.append(proc)
+        proc.start()
+        health = f"http://127.0.0.1:{self.collector_ports(index).health}/"
+        wait_until("health check OK", lambda: http_ok(health), proc, 60.0)
+        if self.service is not None:
+            self.service_command(f"started {index}")
+            wait_until(
+                f"the Service routes to Collector {index}",
+                lambda: self.service_state()[index]["ready"],
+                self.service,
+                30.0,
+            )
+        return proc
 
-    def collector_metric(self, name: str) -> float:
-        """Sum of one of the Collector's own metrics (e.g. otelcol_exporter_queue_size) over its series."""
-        url = f"http://127.0.0.1:{self.ports.telemetry}/metrics"
+    # -- the Service in front of several Collectors
+    def start_service(self) -> Proc:
+        collectors = [self.collector_ports(i) for i in range(self.collectors)]
+        argv = [sys.executable, str(SERVICE_PROXY), "--control", str(self.service_ports.control)]
+        argv += ["--health", ",".join(f"127.0.0.1:{p.health}" for p in collectors)]
+        for listen, ports in (
+            (self.service_ports.app_grpc, [p.app_grpc for p in collectors]),
+            (self.service_ports.results_grpc, [p.results_grpc for p in collectors]),
+        ):
+            argv += ["--route", f"{listen}={','.join(str(p) for p in ports)}"]
+        if self.service_no_endpoints:
+            argv.append("--no-endpoints")
+        self.service = Proc("service", argv, self.workdir / "service.log")
+        self.procs.append(self.service.start())
+        port = self.service_ports.control
+        wait_until("control port open", lambda: tcp_open(port), self.service, 30.0)
+        wait_until("every Collector ready", self._service_ready, self.service)
+        return self.service
+
+    def _service_ready(self) -> bool:
+        return all(b["ready"] for b in self.service_state())
+
+    def service_command(self, line: str) -> dict[str, Any]:
+        with socket.create_connection(("127.0.0.1", self.service_ports.control), timeout=5) as sock:
+            sock.sendall(line.encode() + b"\n")
+            answer: dict[str, Any] = json.loads(sock.makefile().readline())
+        return answer
+
+    def service_state(self) -> list[dict[str, Any]]:
+        """Each Collector as the Service sees it: ready, terminating, connections routed to it."""
+        backends: list[dict[str, Any]] = self.service_command("stats")["backends"]
+        return backends
+
+    def stop_collector(self, index: int, grace_s: float) -> tuple[float, bool]:
+        """SIGTERM, as Kubernetes stops a pod: the Service stops routing new connections to it at once, and
+        after ``grace_s`` (terminationGracePeriodSeconds) it is SIGKILLed. Returns how long it took to
+        exit and whether it had to be killed."""
+        proc = self.running[index]
+        assert proc.popen is not None
+        if self.service is not None:
+            self.service_command(f"terminating {index}")
+        started = time.monotonic()
+        proc.stop(timeout=grace_s)
+        return time.monotonic() - started, proc.popen.returncode == -signal.SIGKILL
+
+    def collector_metric(self, name: str, index: int = 0) -> float:
+        """Sum of one of a Collector's own metrics (e.g. otelcol_exporter_queue_size) over its series."""
+        url = f"http://127.0.0.1:{self.collector_ports(index).telemetry}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
         total = 0.0
@@ -378,10 +495,12 @@ class Fleet:
 
 
 @contextmanager
-def fleet(workdir: Path, otelcol: str, judge_latency_s: float = 0.2) -> Iterator[Fleet]:
+def fleet(
+    workdir: Path, otelcol: str, judge_latency_s: float = 0.2, collectors: int = 1, **kwargs: Any
+) -> Iterator[Fleet]:
     """A fleet around the benchmarks' fixed-latency judge; every process it started is stopped on exit."""
     with fake_judge(judge_latency_s, max_seconds=1800) as judge_url:
-        group = Fleet(workdir, otelcol, judge_url=judge_url)
+        group = Fleet(workdir, otelcol, judge_url=judge_url, collectors=collectors, **kwargs)
         try:
             yield group
         finally:
@@ -444,13 +563,14 @@ def start_app(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
     env.update(
         OTEL_SERVICE_NAME=APP_SERVICE,
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{endpoint_port or group.ports.app_grpc}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{endpoint_port or group.app_port}",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_BSP_SCHEDULE_DELAY="200",
         OTEL_METRIC_EXPORT_INTERVAL="1000",
     )
     if export_timeout_s is not None:
-        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
+        # Seconds: the Python SDK reads it so (the specification says milliseconds).
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(export_timeout_s)
     if argv is None:
         argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
     # One log per app run: app_traces() reads the trace IDs of this run only.

@@ -233,10 +233,12 @@ class KafkaFleet(Fleet):
         kafka = ("--kafka", self.broker.bootstrap, "--kafka-topic", self.topic, "--kafka-group", self.group)
         return self.add_scorer(concurrency, (*kafka, *extra), name="consumer")
 
-    def write_collector_config(self) -> Path:
+    def write_collector_config(self, index: int = 0) -> Path:
         assert self.broker is not None
-        config = local_kafka_fleet_config(self.ports, self.broker.bootstrap, self.topic, self.workdir)
-        path = self.workdir / "otelcol.yaml"
+        workdir = self.collector_dir(index)
+        ports = self.collector_ports(index)
+        config = local_kafka_fleet_config(ports, self.broker.bootstrap, self.topic, workdir)
+        path = workdir / "otelcol.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path
 

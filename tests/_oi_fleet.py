@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -35,9 +34,10 @@ def start_oi_app(
     """``export_timeout_s``: the app's OTEL_EXPORTER_OTLP_TIMEOUT, how long its SDK waits on one batch while
     no Collector answers (a Collector restarted gracefully is away for a while)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
-    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{group.ports.app_grpc}"
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{group.app_port}"
     if export_timeout_s is not None:
-        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(int(export_timeout_s * 1000))
+        # Seconds: the Python SDK reads it so (the specification says milliseconds).
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(export_timeout_s)
     env["PYTHONPATH"] = os.pathsep.join([str(APP.parent), env.get("PYTHONPATH", "")])
     argv = [sys.executable, str(APP), framework, str(count), "--non-rag", str(non_rag)]
     argv += ["--late-root", str(late_root_s), "--interval", str(interval_s)]
@@ -145,36 +145,44 @@ def collect_oi(
     return OiRun(expected, *_read(group.traces_file))
 
 
-FAULTS = ("kill9", "collector-sigkill", "collector-restart")
+FAULTS = ("kill9", "collector-sigkill", "collector-restart", "collector-rolling-restart")
 
 
 def inject(group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.0) -> dict[str, Any]:
-    """One fault, mid-run; returns how long the faulted process was away and whether a graceful stop had to
-    be ended by SIGKILL.
+    """One fault, mid-run; returns how long the faulted process(es) were away (``outage_s``), how long each
+    graceful stop took (``stop_s``) and whether one had to be ended by SIGKILL (``stop_forced``).
 
     - ``kill9``: replica 1 SIGKILLed and, ``outage_s`` later, started again on its ports (what its
       orchestrator does; with the static resolver the Collector keeps the parts for it and retries);
     - ``collector-sigkill``: the fleet Collector SIGKILLed and started again at once (it resumes from its
       persistent queue);
     - ``collector-restart``: the fleet Collector sent SIGTERM and given ``grace_s`` to stop, then SIGKILLed,
-      as Kubernetes does after the kit's terminationGracePeriodSeconds (60); then started again.
+      as Kubernetes does after the kit's terminationGracePeriodSeconds (60); then started again;
+    - ``collector-rolling-restart``: the kit's two Collectors behind the Service (``Fleet(collectors=2)``),
+      each in turn restarted as ``collector-restart`` does, taken out of the Service at SIGTERM, the next
+      one only once the restarted one is ready again (a StatefulSet's rolling update).
     """
     started = time.monotonic()
     forced = False
+    stop_s: list[float] = []
     if fault == "kill9":
         group.scorers[1][0].kill9()
         time.sleep(outage_s)  # the Collector's parts for it fail and wait in the persistent queue meanwhile
         group.restart_scorer(1)
-    elif fault in ("collector-sigkill", "collector-restart"):
+    elif fault == "collector-sigkill":
         collector = group.collector
         assert collector is not None
-        assert collector.popen is not None
-        if fault == "collector-sigkill":
-            collector.kill9()
-        else:
-            collector.stop(timeout=grace_s)
-            forced = collector.popen.returncode == -signal.SIGKILL
+        collector.kill9()
         group.start_collector()
+    elif fault in ("collector-restart", "collector-rolling-restart"):
+        rolling = fault == "collector-rolling-restart"
+        if rolling and group.collectors < 2:
+            raise ValueError("a rolling restart needs a fleet of several Collectors (collectors=2)")
+        for index in range(group.collectors if rolling else 1):
+            took, killed = group.stop_collector(index, grace_s)
+            stop_s.append(round(took, 1))
+            forced = forced or killed
+            group.start_collector(index)
     else:
         raise ValueError(f"unknown fault {fault!r} (one of {', '.join(FAULTS)})")
-    return {"outage_s": round(time.monotonic() - started, 1), "stop_forced": forced}
+    return {"outage_s": round(time.monotonic() - started, 1), "stop_forced": forced, "stop_s": stop_s}
