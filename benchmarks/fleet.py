@@ -530,19 +530,27 @@ def _sample(group: Fleet, out: list[dict[str, Any]], stop: threading.Event) -> N
         )
 
 
-def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrency: int) -> dict[str, Any]:
+def ceiling(
+    otelcol: str, replicas: int, traces: int, latency: float, concurrency: int, consumers: int | None = None
+) -> dict[str, Any]:
     """The load-balancing path at steady state, with a judge slow enough that the replicas' CPU is not
     what limits it: the decorated app queues ``traces`` RAG traces (and as many plain ones) in the
     Collector as fast as it can, and the rate is taken over the evaluations that ended after the app had
     finished (its CPU is then out of the way), between their 10th and 90th percentile. Sampled meanwhile:
     the machine's CPU (all processes, other sessions' too), the fleet's (Collector and replicas), the
-    evaluations each replica had in flight, the load balancer's queue."""
+    evaluations each replica had in flight, the load balancer's queue. ``consumers`` overrides fleet.yaml's
+    ``num_consumers`` (32) through a config overlay."""
     samples: list[dict[str, Any]] = []
     stop = threading.Event()
     with (
         tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
         fleet(Path(tmp), otelcol, latency) as group,
     ):
+        if consumers is not None:
+            overlay = Path(tmp) / "consumers.yaml"
+            queue = {"sending_queue": {"num_consumers": consumers}}
+            overlay.write_text(json.dumps({"exporters": {"load_balancing/scorers": queue}}))  # YAML ⊃ JSON
+            group.overlays.append(overlay)
         _start(group, replicas, concurrency)
         sampler = threading.Thread(target=_sample, args=(group, samples, stop), daemon=True)
         sampler.start()
@@ -566,6 +574,7 @@ def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrenc
     window = [x for x in samples if lo <= x["ns"] <= hi]
     row: dict[str, Any] = {
         "replicas": replicas,
+        "num_consumers": consumers or 32,
         "rag_traces": len(run.expected),
         "missing": len(run.missing),
         "duplicates": run.duplicates,
@@ -604,8 +613,11 @@ def ceiling(otelcol: str, replicas: int, traces: int, latency: float, concurrenc
 
 def _ceiling_table(otelcol: str, args: argparse.Namespace, latency: float) -> list[dict[str, Any]]:
     rows = []
-    for n in args.ceiling_replicas.split(","):
-        rows.append(ceiling(otelcol, int(n), args.ceiling_traces, latency, args.ceiling_concurrency))
+    runs = itertools.product(args.ceiling_consumers.split(","), args.ceiling_replicas.split(","))
+    for consumers, n in runs:
+        rows.append(
+            ceiling(otelcol, int(n), args.ceiling_traces, latency, args.ceiling_concurrency, int(consumers))
+        )
         print(json.dumps(rows[-1]), flush=True)
     print(
         f"\nLoad-balancing path at steady state: {args.ceiling_traces} RAG traces queued, judge "
@@ -614,6 +626,7 @@ def _ceiling_table(otelcol: str, args: argparse.Namespace, latency: float) -> li
     )
     keys = [
         "replicas",
+        "num_consumers",
         "steady_per_s",
         "window_s",
         "judge_bound_per_s",
@@ -703,6 +716,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--ceiling-concurrency", type=int, default=256, help="`--concurrency` of each replica, ceiling phase"
+    )
+    parser.add_argument(
+        "--ceiling-consumers",
+        default="32",
+        help="the load balancer's num_consumers for the ceiling phase (comma list; fleet.yaml has 32)",
     )
     parser.add_argument(
         "--ceiling-traces", type=int, help="RAG traces per ceiling run (default 600 quick, 4000)"

@@ -13,7 +13,8 @@ replicas in one consumer group, and the fixed-latency judge stand-in (benchmarks
    whole-run rate is printed too. Each replica's,
    the broker's and the Collector's CPU seconds over the run give the cost per evaluation.
 2. scenarios: the decorated app and the LlamaIndex app (OpenInference) together, T traces each, through
-   no fault, `kill -9` of a replica, a broker restart and a Collector SIGKILL: missing, duplicates.
+   no fault, `kill -9` of a replica, a broker restart, a Collector SIGKILL and a graceful Collector restart
+   (SIGTERM, SIGKILL after 60 s): missing, duplicates, how long the Collector took to stop.
 
     python benchmarks/fleet_kafka.py --quick        # ~6 min on 2 cores
     python benchmarks/fleet_kafka.py                # 600 traces per scaling run, 500 per scenario
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -191,7 +193,9 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
             group.add_consumer(16)
         group.wait_scorers_ready()
         group.start_collector()
-        kwargs: dict[str, Any] = {"export_timeout_s": 60} if fault == "collector" else {}
+        kwargs: dict[str, Any] = {"export_timeout_s": 60} if fault.startswith("collector") else {}
+        stop_s: float | None = None
+        forced: bool | None = None
         decorated = start_app(group, traces, 0.0, **kwargs)
         llama = start_oi_app(group, "llama", traces, 0.0, **kwargs)
         started = time.monotonic()
@@ -210,6 +214,15 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
             elif fault == "collector":
                 assert group.collector is not None
                 group.collector.kill9()
+                group.start_collector()
+            elif fault == "collector-restart":
+                # SIGTERM, then SIGKILL after the kit's terminationGracePeriodSeconds (60) if still running.
+                assert group.collector is not None
+                assert group.collector.popen is not None
+                stopping = time.monotonic()
+                group.collector.stop(timeout=60)
+                stop_s = round(time.monotonic() - stopping, 1)
+                forced = group.collector.popen.returncode == -signal.SIGKILL
                 group.start_collector()
         wait_app_done(decorated, timeout=1800)
         wait_app_done(llama, timeout=1800)
@@ -234,6 +247,8 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
             "duplicates": run.duplicates,
             "replica_counted_duplicates": sum(s["duplicates"] for s in stats),
             "seconds": round(time.monotonic() - started, 1),
+            "collector_stop_s": stop_s,
+            "stop_forced": forced,
         }
 
 
@@ -246,6 +261,12 @@ def main() -> None:
     parser.add_argument("--traces", type=int, help="RAG traces per scaling run (default 120 quick, 600)")
     parser.add_argument("--scenario-traces", type=int, help="traces per app per scenario (40 quick, 500)")
     parser.add_argument("--phases", default="scaling,scenarios")
+    parser.add_argument(
+        "--scenarios",
+        default="none,kill,broker,collector,collector-restart",
+        help="faults of the scenarios phase: none, kill (a replica), broker (restart), collector (SIGKILL), "
+        "collector-restart (SIGTERM, 60 s grace)",
+    )
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet-kafka[-quick].json)")
     args = parser.parse_args()
     reason = serve_available()
@@ -275,8 +296,7 @@ def main() -> None:
                 print(_common.table(keys, [[r[k] for k in keys] for r in rows]))
         if "scenarios" in phases:
             rows = [
-                scenario(otelcol, broker, fault, scenario_traces, 0.05)
-                for fault in ("none", "kill", "broker", "collector")
+                scenario(otelcol, broker, fault, scenario_traces, 0.05) for fault in args.scenarios.split(",")
             ]
             results["scenarios"] = rows
             print(f"\nDelivery: decorated + LlamaIndex apps, {scenario_traces} traces each, 2 replicas")

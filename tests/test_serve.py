@@ -372,6 +372,35 @@ def test_metrics_carry_the_apps_service_and_function_and_sigterm_finishes_work(
     assert "faithtrace.calls" not in names  # the app counts its own calls
 
 
+def test_an_evaluation_still_running_at_the_drain_deadline_is_answered_send_again(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+) -> None:
+    fake_judge.hang()  # the judge never answers before the replica's shutdown deadline
+    try:
+        with run_serve(tmp_path, fake_judge.base_url, sink.port, "--shutdown-timeout", "1") as serve:
+            channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            call = export.future(_raw_request(8, 8), timeout=30)
+            deadline = time.monotonic() + 10
+            while serve.stats()["pending"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            serve.proc.send_signal(15)
+            # Cancelled at the deadline, the evaluation still answers its request: retryable, with the reason,
+            # before the servers go (not a dropped connection after the drain's extra 5 s).
+            with pytest.raises(grpc.RpcError) as rpc:
+                call.result(timeout=15)
+            assert rpc.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "stopped at the drain deadline" in (rpc.value.details() or "")
+            assert serve.proc.wait(30) == 0
+            channel.close()
+        log = serve.log.read_text()
+        assert "CancelledError" not in log, log
+        assert "Exception in callback" not in log, log
+        assert sink.evaluations() == []
+    finally:
+        fake_judge.release.set()
+
+
 def test_an_export_failure_is_not_acknowledged(tmp_path: Path, fake_judge: FakeJudge, sink: Sink) -> None:
     sink.fail = True  # the downstream Collector refuses the results
     with run_serve(tmp_path, fake_judge.base_url, sink.port) as serve:

@@ -4,7 +4,8 @@ exported through the app that sent it.
 A finished item is remembered by (trace id, span id) in a bounded window (``dedupe_window``), and a re-sent
 item still running joins the running evaluation: the load balancer re-sends whole batches. An evaluation ends
 "ok", "retry" (a transient judge failure: rate limit, timeout, judge down; the Collector keeps the batch and
-sends it again) or "failed" (its results could not be exported).
+sends it again), "failed" (its results could not be exported) or "stopped" (still running at shutdown's
+deadline: cancelled, and the sender is told to send it again).
 """
 
 from __future__ import annotations
@@ -85,9 +86,13 @@ class Evaluations:
         def finished(t: asyncio.Task[str]) -> None:
             self._tasks.discard(t)
             self._inflight.pop(ident, None)
-            outcome = "failed" if t.cancelled() or t.exception() is not None else t.result()
-            if t.exception() is not None:
-                safety.internal_error("serve scoring", t.exception())  # type: ignore[arg-type]
+            if t.cancelled():  # drain()'s deadline passed: the sender must send it again
+                outcome = "stopped"
+            elif (error := t.exception()) is not None:
+                safety.internal_error("serve scoring", error)
+                outcome = "failed"
+            else:
+                outcome = t.result()
             if outcome == "ok":
                 self._remember(ident)
             if not future.done():

@@ -217,6 +217,8 @@ class Receiver:
                 waits += [w for t, w in partial.items() if w.done() or self._scoring(t)]
             if waits:
                 results = await asyncio.gather(*waits)
+                if "stopped" in results:
+                    raise Unavailable("shutting down: the evaluation was stopped at the drain deadline")
                 if "retry" in results:
                     raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
                 if "failed" in results:
