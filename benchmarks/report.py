@@ -184,16 +184,19 @@ def fleet_openinference(doc: dict[str, Any]) -> str:
         "## fleet_openinference (OpenInference apps through the Collector, 2 `faithtrace serve` replicas)\n",
         _head(doc),
         "| scenario | config | RAG traces | lost | wrong span or text | duplicates | chat traces scored "
-        "| root not in sink | lost, root in sink | evaluated at the fault | outage s | seconds |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| root not in sink | lost, root in sink | evaluated at the fault | outage s | graceful stops s "
+        "| seconds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     for r in doc.get("openinference", []):
+        # Each graceful stop's time from SIGTERM to exit (runs before stop_s was recorded have none).
+        stops = ", ".join(_f(s, 1) for s in r.get("stop_s") or []) or "–"
         lines.append(
             f"| {r['scenario']} | {r['config']} | {r['rag_traces']} | {r['lost']} | {r['wrong']} | "
             f"{r['duplicates']} | {r['non_rag_scored']} | {_f(r.get('root_not_in_sink'))} | "
             f"{_f(r.get('lost_accepted'))} | {_f(r.get('evaluated_at_fault'))} | "
             f"{_f(r.get('outage_s'), 1)}{' (SIGKILL after the grace)' if r.get('stop_forced') else ''} | "
-            f"{_f(r['seconds'], 1)} |"
+            f"{stops} | {_f(r['seconds'], 1)} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -114,6 +114,15 @@ class FleetPorts:
     sink_grpc: int = field(default_factory=free_port)
 
 
+def kit_collector_stop() -> tuple[float, float]:
+    """How the kit's Collector pods are stopped (deploy/k8s/collector.yaml): their preStop sleep and their
+    terminationGracePeriodSeconds."""
+    docs = [d for d in yaml.safe_load_all((K8S_KIT / "collector.yaml").read_text()) if d]
+    pod = next(d for d in docs if d["kind"] == "StatefulSet")["spec"]["template"]["spec"]
+    pre_stop = pod["containers"][0].get("lifecycle", {}).get("preStop", {}).get("sleep", {})
+    return float(pre_stop.get("seconds", 0)), float(pod["terminationGracePeriodSeconds"])
+
+
 def sink_config(ports: FleetPorts, workdir: Path) -> dict[str, Any]:
     """The trace backend the tests read: a Collector receiving OTLP/gRPC and writing every request to
     `traces.jsonl` (OTLP JSON, one request per line). It stands for Jaeger or Tempo: it is never killed."""
@@ -459,16 +468,18 @@ class Fleet:
         backends: list[dict[str, Any]] = self.service_command("stats")["backends"]
         return backends
 
-    def stop_collector(self, index: int, grace_s: float) -> tuple[float, bool]:
-        """SIGTERM, as Kubernetes stops a pod: the Service stops routing new connections to it at once, and
-        after ``grace_s`` (terminationGracePeriodSeconds) it is SIGKILLed. Returns how long it took to
-        exit and whether it had to be killed."""
+    def stop_collector(self, index: int, grace_s: float, pre_stop_s: float = 0.0) -> tuple[float, bool]:
+        """Stop Collector ``index`` as Kubernetes stops a pod: the Service routes no new connection to it
+        from then on; its preStop hook waits ``pre_stop_s`` (it keeps serving the connections it has); then
+        SIGTERM, and SIGKILL once ``grace_s`` (terminationGracePeriodSeconds, counted from the start) is
+        over. Returns how long it took to exit after SIGTERM and whether it had to be killed."""
         proc = self.running[index]
         assert proc.popen is not None
         if self.service is not None:
             self.service_command(f"terminating {index}")
+        time.sleep(pre_stop_s)
         started = time.monotonic()
-        proc.stop(timeout=grace_s)
+        proc.stop(timeout=grace_s - pre_stop_s)
         return time.monotonic() - started, proc.popen.returncode == -signal.SIGKILL
 
     def collector_metric(self, name: str, index: int = 0) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _fleet_fixtures import Fleet, Proc, read_spans
+from _fleet_fixtures import Fleet, Proc, kit_collector_stop, read_spans
 from faithtrace._telemetry import names
 
 APP = Path(__file__).resolve().parent / "_oi_fleet_app.py"
@@ -148,7 +148,9 @@ def collect_oi(
 FAULTS = ("kill9", "collector-sigkill", "collector-restart", "collector-rolling-restart")
 
 
-def inject(group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.0) -> dict[str, Any]:
+def inject(
+    group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.0, pre_stop_s: float | None = None
+) -> dict[str, Any]:
     """One fault, mid-run; returns how long the faulted process(es) were away (``outage_s``), how long each
     graceful stop took (``stop_s``) and whether one had to be ended by SIGKILL (``stop_forced``).
 
@@ -159,8 +161,9 @@ def inject(group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.
     - ``collector-restart``: the fleet Collector sent SIGTERM and given ``grace_s`` to stop, then SIGKILLed,
       as Kubernetes does after the kit's terminationGracePeriodSeconds (60); then started again;
     - ``collector-rolling-restart``: the kit's two Collectors behind the Service (``Fleet(collectors=2)``),
-      each in turn restarted as ``collector-restart`` does, taken out of the Service at SIGTERM, the next
-      one only once the restarted one is ready again (a StatefulSet's rolling update).
+      each in turn stopped as the kit's pods are (out of the Service, its preStop wait, SIGTERM, SIGKILL at
+      the end of the grace: ``kit_collector_stop``, or a preStop of ``pre_stop_s``) and started again on its
+      queue, the next one only once the restarted one is ready (a StatefulSet's rolling update).
     """
     started = time.monotonic()
     forced = False
@@ -178,8 +181,10 @@ def inject(group: Fleet, fault: str, outage_s: float = 3.0, grace_s: float = 60.
         rolling = fault == "collector-rolling-restart"
         if rolling and group.collectors < 2:
             raise ValueError("a rolling restart needs a fleet of several Collectors (collectors=2)")
+        pre_stop, grace = kit_collector_stop() if rolling else (0.0, grace_s)
+        pre_stop = pre_stop if pre_stop_s is None else pre_stop_s
         for index in range(group.collectors if rolling else 1):
-            took, killed = group.stop_collector(index, grace_s)
+            took, killed = group.stop_collector(index, grace, pre_stop)
             stop_s.append(round(took, 1))
             forced = forced or killed
             group.start_collector(index)

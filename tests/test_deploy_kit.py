@@ -168,6 +168,34 @@ def test_collector_keeps_its_persistent_queue_on_a_volume_per_pod() -> None:
     assert listens <= {p["port"] for p in _one("Service", "otel-collector")["spec"]["ports"]}
 
 
+def _seconds(duration: str) -> float:
+    """A Go duration of whole seconds or milliseconds, as the configs write them ("10s", "200ms")."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s)", duration)
+    assert match, duration
+    return float(match[1]) / (1000 if match[2] == "ms" else 1)
+
+
+def test_a_stopping_collector_sheds_its_connections_and_held_traces_before_sigterm() -> None:
+    """A Collector pod being deleted leaves the Service at once but keeps its open gRPC connections: its
+    preStop wait must outlast the receivers' max_connection_age (gRPC adds up to 10 % jitter) and its grace,
+    so that every app and scorer has moved to the other Collector, plus groupbytrace's wait (the overlay's
+    held traces are handed on, not dropped at the stop); and leave most of the grace to the stop itself.
+    tests/test_fleet_openinference.py runs this rolling restart with the timings scaled down."""
+    from _fleet_fixtures import GROUPBYTRACE_OVERLAY, kit_collector_stop
+
+    pre_stop, grace = kit_collector_stop()
+    config = yaml.safe_load(_one("ConfigMap", "otelcol-fleet")["data"]["config.yaml"])
+    held = _seconds(
+        yaml.safe_load(GROUPBYTRACE_OVERLAY.read_text())["processors"]["groupbytrace"]["wait_duration"]
+    )
+    for name in ("otlp", "otlp/results"):
+        params = config["receivers"][name]["protocols"]["grpc"]["keepalive"]["server_parameters"]
+        age, age_grace = _seconds(params["max_connection_age"]), _seconds(params["max_connection_age_grace"])
+        assert pre_stop >= 1.1 * age + age_grace + held, (name, pre_stop, age, age_grace, held)
+    # The stop took 0-8.5 s in benchmarks/fleet.py's restarts (docs/fleet.md).
+    assert grace - pre_stop >= 30
+
+
 def test_kit_names_one_namespace() -> None:
     for doc in RESOURCES:
         assert doc["metadata"].get("namespace") in (None, NAMESPACE), doc["metadata"]

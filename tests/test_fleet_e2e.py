@@ -158,9 +158,9 @@ def test_the_collector_restarted_mid_run_loses_no_trace(
     """What the receiver accepted (answered OK to the app) is on disk in the persistent queue: a SIGKILLed or
     gracefully restarted Collector resumes from there.
 
-    A graceful stop is slow in this one-Collector set-up: the Collector closes its receivers first, the
-    scorers then cannot export the results of the requests they hold and answer UNAVAILABLE, and the stop
-    waits for those requests. Meanwhile no Collector listens and the app's SDK gives up on its batches after
+    In this one-Collector set-up the Collector closes its receivers first, so the scorers cannot export the
+    results of the requests they hold; they answer UNAVAILABLE (at once after the first export timed out) and
+    the stop waits for those answers. While no Collector listens, the app's SDK may give up on a batch after
     its retries (about 30 s at most): that loss is the app's, before any Collector accepted the spans; it is
     reported, and every trace the Collector did accept must be scored. After a SIGKILL the Collector is back
     at once and nothing at all may be missing."""

@@ -41,11 +41,20 @@ pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
 
 @contextmanager
 def _fleet(
-    tmp_path: Path, otelcol: str, judge_s: float, *extra: str, concurrency: int = 8, grouped: bool = False
+    tmp_path: Path,
+    otelcol: str,
+    judge_s: float,
+    *extra: str,
+    concurrency: int = 8,
+    grouped: bool = False,
+    collectors: int = 1,
+    overlays: tuple[Path, ...] = (),
+    **kwargs: Any,
 ) -> Iterator[Fleet]:
-    with fleet(tmp_path, otelcol, judge_latency_s=judge_s) as group:
+    with fleet(tmp_path, otelcol, judge_latency_s=judge_s, collectors=collectors, **kwargs) as group:
         if grouped:
             group.overlays.append(GROUPBYTRACE_OVERLAY)
+        group.overlays.extend(overlays)
         for _ in range(2):
             group.add_scorer(concurrency=concurrency, extra=extra)
         group.wait_scorers_ready()
@@ -135,6 +144,59 @@ def test_a_replica_killed_mid_run_loses_no_llamaindex_trace(
         summary = run.summary()
         print(f"[fleet OpenInference: replica SIGKILLed after {at_kill} evaluations] {summary}")
         record_property("duplicates", summary["duplicates"])
+        assert summary["rag_traces"] == count, summary
+        assert (summary["lost"], summary["wrong"], summary["non_rag_scored"]) == (0, 0, 0), (
+            f"{summary}\nwrong: {run.wrong[:3]}\nlost: {run.lost[:3]}\n{group.logs()}"
+        )
+
+
+# The kit's connection age and preStop wait, scaled down 5-fold for the test: connections closed after 2 s
+# (GOAWAY, 1 s for calls in flight), and a Collector keeps serving for 5 s after it left the Service (the kit:
+# 10 s, 5 s and 20 s; tests/test_deploy_kit.py checks that its preStop outlasts both plus groupbytrace).
+SHORT_CONNECTIONS = """
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        keepalive: {server_parameters: {max_connection_age: 2s, max_connection_age_grace: 1s}}
+  otlp/results:
+    protocols:
+      grpc:
+        keepalive: {server_parameters: {max_connection_age: 2s, max_connection_age_grace: 1s}}
+"""
+PRE_STOP_S = 5.0
+
+
+def test_a_rolling_restart_of_the_kits_two_collectors_loses_no_trace(
+    tmp_path: Path, otelcol: str, serve_ready: None, record_property: Any
+) -> None:
+    """The kit's StatefulSet of two Collectors (groupbytrace overlay, each its own persistent queue) behind
+    a Service (tests/_service_proxy.py, routing as kube-proxy does), restarted one after the other while a
+    LlamaIndex app sends through the Service: each leaves the Service, serves its open connections through
+    its preStop wait while they move to the other, then is sent SIGTERM and started again on its queue.
+    Every RAG trace is scored, against its own root span and answer; neither stop needs its SIGKILL."""
+    overlay = tmp_path / "short-connections.yaml"
+    overlay.write_text(SHORT_CONNECTIONS)
+    pre_stop_s = PRE_STOP_S
+    with _fleet(
+        tmp_path, otelcol, 0.05, grouped=True, collectors=2, overlays=(overlay,), concurrency=16
+    ) as group:
+        count = 200
+        app = start_oi_app(group, "llama", count, interval_s=0.1, export_timeout_s=60)
+        wait_until("some evaluations in the sink", lambda: evaluation_count(group) >= 5, app, 180.0)
+        at_fault = evaluation_count(group)
+        faulted = inject(group, "collector-rolling-restart", pre_stop_s=pre_stop_s)
+        still_sending = app.alive
+        wait_app_done(app, timeout=300)
+        run = collect_oi(group, oi_expected(app), timeout=120)
+        summary = run.summary()
+        service = group.service_state()
+        print(f"[rolling restart after {at_fault} evaluations] {faulted} {summary} {service}")
+        record_property("duplicates", summary["duplicates"])
+        assert still_sending, "the app was done before both Collectors had restarted: nothing was in flight"
+        assert at_fault < count
+        assert not faulted["stop_forced"], faulted
+        assert all(b["routed"] >= 1 for b in service), service  # both Collectors took connections
         assert summary["rag_traces"] == count, summary
         assert (summary["lost"], summary["wrong"], summary["non_rag_scored"]) == (0, 0, 0), (
             f"{summary}\nwrong: {run.wrong[:3]}\nlost: {run.lost[:3]}\n{group.logs()}"
