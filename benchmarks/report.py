@@ -208,15 +208,17 @@ def fleet_ceiling(doc: dict[str, Any]) -> str:
         f"{c['traces']} RAG traces per run)\n",
         _head(doc),
         "CPU in cores (the machine has 2); in flight: evaluations the replicas held, summed.\n",
-        "| judge ms | replicas | steady ev/s | window s | judge-bound ev/s | in flight | requests open "
-        "| machine CPU % | replicas | busiest replica | Collector | judge | load | missing | duplicates |",
+        "| judge ms | replicas | consumers | steady ev/s | window s | judge-bound ev/s | in flight "
+        "| requests open | machine CPU % | replicas | busiest replica | Collector | judge | load | missing "
+        "| duplicates |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: |",
+        "| ---: | ---: |",
     ]
     for run in c["runs"]:
         for r in run["rows"]:
             lines.append(
-                f"| {run['judge_latency_s'] * 1000:.0f} | {r['replicas']} | {_f(r['steady_per_s'], 1)} | "
+                f"| {run['judge_latency_s'] * 1000:.0f} | {r['replicas']} | {r.get('num_consumers', 32)} | "
+                f"{_f(r['steady_per_s'], 1)} | "
                 f"{_f(r['window_s'], 1)} | {_f(r['judge_bound_per_s'], 0)} | "
                 f"{_f(r.get('in_flight_mean'), 0)} | {_f(r.get('requests_open_mean'), 1)} | "
                 f"{_f(r.get('machine_cpu_pct'), 0)} | {_f(r.get('replicas_cores'))} | "

@@ -211,10 +211,13 @@ class Receiver:
                 # spans stay in the assembler). A sender that exports one request at a time (the SDK's batch
                 # processor) would otherwise never send the root while this request waits.
                 await asyncio.wait(partial.values(), timeout=self.limits.hold_s)
-                # A trace whose root came meanwhile is being scored: the request waits for that score, as
-                # the root's request does. Acknowledged at --hold, its spans were lost with a replica killed
-                # before the score, though the Collector had handed them over.
-                waits += [w for t, w in partial.items() if w.done() or self._scoring(t)]
+                # A trace whose root came meanwhile is being scored, or waits out its grace (rooted, not
+                # whole yet): the request waits for that score, as the root's request does. Acknowledged at
+                # --hold, its spans were lost with a replica killed before the score, though the Collector
+                # had handed them over.
+                waits += [
+                    w for t, w in partial.items() if w.done() or self._scoring(t) or self.assembler.rooted(t)
+                ]
             if waits:
                 results = await asyncio.gather(*waits)
                 if "stopped" in results:
