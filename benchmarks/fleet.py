@@ -50,6 +50,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import _common  # noqa: E402
 
 from _fleet_fixtures import (  # noqa: E402
+    APP_ANSWER,
     EVALUATION_SPAN,
     GROUPBYTRACE_OVERLAY,
     Fleet,
@@ -357,6 +358,14 @@ OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] =
     "collector-restart": ("Collector restart", 16, (), {}, "collector-restart"),
     # The kit's two Collectors behind a Service (tests/_service_proxy.py), restarted one after the other.
     "collector-rolling-restart": ("2 Collectors, rolling restart", 16, (), {}, "collector-rolling-restart"),
+    # The same with the decorated app (remote scoring) instead of LlamaIndex.
+    "collector-rolling-restart-decorated": (
+        "2 Collectors, rolling restart, decorated app",
+        16,
+        (),
+        {"decorated": True},
+        "collector-rolling-restart",
+    ),
 }
 
 
@@ -386,9 +395,13 @@ def openinference(
             group.overlays.extend(overlays)
             _start(group, 2, concurrency, extra=extra)
             started = time.monotonic()
+            decorated = bool(app_args.get("decorated"))
             if fault:
                 # One query every 50 ms: the app is still sending when the fault comes.
-                app = start_oi_app(group, "llama", traces, interval_s=0.05, export_timeout_s=60, **app_args)
+                if decorated:
+                    app = start_app(group, count=traces, interval=0.05, export_timeout_s=60)
+                else:
+                    app = start_oi_app(group, "llama", traces, interval_s=0.05, export_timeout_s=60)
                 apps = [app]
                 assert group.collector is not None
                 wait_until(
@@ -404,7 +417,10 @@ def openinference(
                 apps = [start_oi_app(group, fw, traces // 2, **app_args) for fw in ("llama", "langchain")]
             for app in apps:
                 wait_app_done(app, timeout=1200)
-            expected = {t: v for app in apps for t, v in oi_expected(app).items()}
+            if decorated:  # each evaluation a child of the app's RAG span, judging its one answer
+                expected = {t: (span, APP_ANSWER) for t, span in app_traces(apps[0]).items()}
+            else:
+                expected = {t: v for app in apps for t, v in oi_expected(app).items()}
             run = collect_oi(group, expected, timeout=240, accepted_only=bool(fault))
             stats = [
                 json.loads(urllib.request.urlopen(f"http://127.0.0.1:{h}/stats", timeout=5).read())
@@ -790,7 +806,8 @@ def main() -> None:
         # This phase's judge: --latency-judge, not --latency (the top-level judge_latency_s).
         results["openinference_judge_latency_s"] = args.latency_judge
         print(
-            f"\nOpenInference apps (LlamaIndex + LangChain; the fault scenarios LlamaIndex alone), "
+            f"\nOpenInference apps (LlamaIndex + LangChain; the fault scenarios LlamaIndex alone, or the "
+            f"decorated app), "
             f"{args.oi_traces} RAG traces per scenario, Collector, 2 replicas, judge "
             f"{args.latency_judge * 1000:.0f} ms"
         )

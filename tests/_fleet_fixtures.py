@@ -526,6 +526,11 @@ CONTEXTS = [
     "It was completed in 1889 for the World's Fair in Paris.",
 ]
 
+# The decorated app's answer to every call: the text each evaluation must have judged. Three sentences, three
+# claims, none contained word for word in the contexts (such a claim is proven in code and never asked): the
+# stand-in judge answers three verdicts (its --items default).
+APP_ANSWER = "The tower rises 330 metres. Builders finished it in 1889. Paris is its home."
+
 # The app: decorated, remote scoring, sending OTLP/gRPC to the Collector; one RAG trace and one plain
 # (non-RAG) trace per round. It prints each RAG span's IDs: the traces that must come back scored.
 APP_SCRIPT = """
@@ -535,16 +540,14 @@ import faithtrace
 from faithtrace import trace_faithfulness
 
 count, interval = int(sys.argv[1]), float(sys.argv[2])
-contexts, function = json.loads(sys.argv[3]), sys.argv[4]
+contexts, function, ANSWER = json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
 faithtrace.configure(scoring="remote")
 
 @trace_faithfulness(name=function)
 def answer(question: str, contexts: list[str]) -> str:
     ctx = trace.get_current_span().get_span_context()
     print(json.dumps({"trace_id": f"{ctx.trace_id:032x}", "span_id": f"{ctx.span_id:016x}"}), flush=True)
-    # Three sentences, three claims, none contained word for word in the contexts (such a claim is proven in
-    # code and never asked): the stand-in judge answers three verdicts (its --items default).
-    return "The tower rises 330 metres. Builders finished it in 1889. Paris is its home."
+    return ANSWER
 
 plain = trace.get_tracer("fleet-app.plain")
 for i in range(count):
@@ -584,6 +587,7 @@ def start_app(
         env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(export_timeout_s)
     if argv is None:
         argv = [sys.executable, "-c", APP_SCRIPT, str(count), str(interval), json.dumps(CONTEXTS), FUNCTION]
+        argv.append(APP_ANSWER)
     # One log per app run: app_traces() reads the trace IDs of this run only.
     index = sum(1 for p in group.procs if p.name.startswith("app"))
     app = Proc(f"app-{index}", argv, group.workdir / f"app-{index}.log", env=env)
