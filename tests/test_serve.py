@@ -581,41 +581,6 @@ def _oi_root(trace_id: int, answer: str = ANSWER) -> tuple[int, int, int, str, d
     return trace_id, 1, 0, "query", attrs
 
 
-def test_a_part_whose_root_came_while_it_waited_waits_out_the_traces_grace_and_its_score(
-    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
-) -> None:
-    """The retriever's part waits --hold for the root; the root comes with a span whose parent is still on
-    its way, so the trace is rooted but not whole and resolves only after its grace (2 s), past --hold.
-    The retriever's part must wait for that score too: let go at --hold, the trace was acknowledged in
-    full before anything scored it, and a replica killed meanwhile lost it without a trace."""
-    with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "60", "--hold", "0.5") as serve:
-        channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
-        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-        fake_judge.hang()
-        started = time.monotonic()
-        part, part_answered, part_errors = _export_in_thread(export, _oi_request(_oi_retriever(9)))
-        time.sleep(0.1)
-        orphan = (9, 4, 3, "split", {"openinference.span.kind": "CHAIN", "output.value": "a chunk"})
-        root, root_answered, root_errors = _export_in_thread(export, _oi_request(_oi_root(9), orphan))
-        deadline = time.monotonic() + 30
-        while not fake_judge.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert fake_judge.requests, "the trace was never scored"
-        assert time.monotonic() - started > 1.5, "scored before its grace: the trace looked whole"
-        assert not part_answered.wait(1.0), "the retriever's part was answered before its trace's score"
-        fake_judge.mode = "ok"
-        fake_judge.release.set()
-        assert part_answered.wait(30)
-        assert root_answered.wait(30)
-        part.join(5)
-        root.join(5)
-        channel.close()
-        assert not part_errors, part_errors
-        assert not root_errors, root_errors
-        assert [int.from_bytes(s.trace_id, "big") for _, s in sink.evaluations()] == [9]
-        assert serve.stats()["scored"] == 1
-
-
 def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots_gets_in(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:
@@ -718,24 +683,31 @@ def _export_in_thread(
     return thread, answered, errors
 
 
-def test_a_part_whose_trace_became_whole_while_it_waited_is_acknowledged_after_the_score(
-    tmp_path: Path, fake_judge: FakeJudge, sink: Sink
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "rooted-in-its-grace"])
+def test_a_part_whose_root_came_while_it_waited_is_acknowledged_after_the_score(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, whole: bool
 ) -> None:
-    """The retriever's part waits --hold for the root; the root comes, the scoring starts and outlasts
-    --hold (a slow judge). The retriever's part must wait for the score too: let go at --hold, it was lost
-    with a replica killed before the score."""
+    """The retriever's part waits --hold for the root; the root comes and the trace is scored after --hold:
+    at once by a slow judge (whole), or after its 2 s grace when the root's part holds a span whose parent
+    is still on its way (rooted, not whole). The retriever's part must wait for the score too: let go at
+    --hold, the trace was acknowledged before its score, and a replica killed meanwhile lost it."""
     with run_serve(tmp_path, fake_judge.base_url, sink.port, "--settle", "60", "--hold", "0.5") as serve:
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         fake_judge.hang()
+        started = time.monotonic()
         part, part_answered, part_errors = _export_in_thread(export, _oi_request(_oi_retriever(9)))
         time.sleep(0.1)
-        root, root_answered, root_errors = _export_in_thread(export, _oi_request(_oi_root(9)))
+        orphan = (9, 4, 3, "split", {"openinference.span.kind": "CHAIN", "output.value": "a chunk"})
+        root_part = _oi_request(_oi_root(9)) if whole else _oi_request(_oi_root(9), orphan)
+        root, root_answered, root_errors = _export_in_thread(export, root_part)
         deadline = time.monotonic() + 30
         while not fake_judge.requests and time.monotonic() < deadline:
             time.sleep(0.05)
         assert fake_judge.requests, "the trace was never scored"
-        assert not part_answered.wait(2.0), "the retriever's part was answered while its trace was scored"
+        if not whole:
+            assert time.monotonic() - started > 1.5, "scored before its grace: the trace looked whole"
+        assert not part_answered.wait(1.5), "the retriever's part was answered before its trace's score"
         fake_judge.mode = "ok"
         fake_judge.release.set()
         assert part_answered.wait(30)
