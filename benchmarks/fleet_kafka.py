@@ -13,8 +13,8 @@ replicas in one consumer group, and the fixed-latency judge stand-in (benchmarks
    whole-run rate is printed too. Each replica's,
    the broker's and the Collector's CPU seconds over the run give the cost per evaluation.
 2. scenarios: the decorated app and the LlamaIndex app (OpenInference) together, T traces each, through
-   no fault, `kill -9` of a replica, a broker restart, a Collector SIGKILL and a graceful Collector restart
-   (SIGTERM, SIGKILL after 60 s): missing, duplicates, how long the Collector took to stop.
+   no fault, saturated replicas, `kill -9` of a replica, a broker restart, a Collector SIGKILL and a graceful
+   Collector restart (SIGTERM, SIGKILL after 60 s): missing, duplicates, how long the Collector took to stop.
 
     python benchmarks/fleet_kafka.py --quick        # ~6 min on 2 cores
     python benchmarks/fleet_kafka.py                # 600 traces per scaling run, 500 per scenario
@@ -190,7 +190,12 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
         kafka_fleet(Path(tmp), otelcol, broker, topic, latency, max_seconds=3600) as group,
     ):
         for _ in range(2):
-            group.add_consumer(16)
+            # Saturated: each replica judges one evaluation at a time and admits 2, so most messages are
+            # refused, retried in place and their partitions paused (the backlog waits in Kafka).
+            if fault == "saturated":
+                group.add_consumer(1, "--max-pending", "2")
+            else:
+                group.add_consumer(16)
         group.wait_scorers_ready()
         group.start_collector()
         kwargs: dict[str, Any] = {"export_timeout_s": 60} if fault.startswith("collector") else {}
@@ -199,7 +204,7 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
         decorated = start_app(group, traces, 0.0, **kwargs)
         llama = start_oi_app(group, "llama", traces, 0.0, **kwargs)
         started = time.monotonic()
-        if fault != "none":
+        if fault not in ("none", "saturated"):
 
             def halfway() -> bool:
                 spans = read_spans(group.traces_file)
@@ -246,6 +251,7 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
             "wrong_span_or_answer": wrong,
             "duplicates": run.duplicates,
             "replica_counted_duplicates": sum(s["duplicates"] for s in stats),
+            "refused_and_retried": sum(s["kafka_retries"] for s in stats),
             "seconds": round(time.monotonic() - started, 1),
             "collector_stop_s": stop_s,
             "stop_forced": forced,
@@ -263,9 +269,9 @@ def main() -> None:
     parser.add_argument("--phases", default="scaling,scenarios")
     parser.add_argument(
         "--scenarios",
-        default="none,kill,broker,collector,collector-restart",
-        help="faults of the scenarios phase: none, kill (a replica), broker (restart), collector (SIGKILL), "
-        "collector-restart (SIGTERM, 60 s grace)",
+        default="none,saturated,kill,broker,collector,collector-restart",
+        help="faults of the scenarios phase: none, saturated (replicas at --concurrency 1 --max-pending 2), "
+        "kill (a replica), broker (restart), collector (SIGKILL), collector-restart (SIGTERM, 60 s grace)",
     )
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet-kafka[-quick].json)")
     args = parser.parse_args()
