@@ -104,13 +104,13 @@ class App:
         instance_id: str,
         exporter: SpanExporter,
         reader: MetricReader,
-        health: ExportHealth | None = None,
+        health: ExportHealth,
     ) -> None:
         self.service = str(resource.get("service.name", "unknown_service"))
         self._collect = _Collect()
         self._exporter = exporter
         self._export_lock = threading.Lock()
-        self._health = health or ExportHealth()
+        self._health = health  # the replica's, shared by its apps
         self.tracer_provider = TracerProvider(resource=Resource(resource), shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(self._collect)
         self.tracer = self.tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)

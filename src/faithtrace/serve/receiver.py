@@ -215,9 +215,7 @@ class Receiver:
                 # whole yet): the request waits for that score, as the root's request does. Acknowledged at
                 # --hold, its spans were lost with a replica killed before the score, though the Collector
                 # had handed them over.
-                waits += [
-                    w for t, w in partial.items() if w.done() or self._scoring(t) or self.assembler.rooted(t)
-                ]
+                waits += [w for t, w in partial.items() if not self._root_missing(t, w)]
             if waits:
                 results = await asyncio.gather(*waits)
                 if "stopped" in results:
@@ -260,11 +258,7 @@ class Receiver:
         self._dispatch(resolved)
         # Traces whose root has not come are waited for at most hold_s (see export); a trace whose root is
         # here is waited for in full, so the request carrying the root is acknowledged after its score.
-        partial = {
-            t: w
-            for t, w in waiting.items()
-            if not w.done() and not self.assembler.rooted(t) and not self._scoring(t)
-        }
+        partial = {t: w for t, w in waiting.items() if self._root_missing(t, w)}
         waits = [w for t, w in waiting.items() if t not in partial]
         for key, item in own:
             waits.append(self.evaluations.start(key, resources[key], item))
@@ -272,6 +266,10 @@ class Receiver:
         return waits, partial
 
     # --- OpenInference traces ------------------------------------------------------------------------------
+    def _root_missing(self, trace_id: int, waiter: asyncio.Future[str]) -> bool:
+        """The trace still waits for its root: not answered, not rooted, not resolved and being scored."""
+        return not waiter.done() and not self.assembler.rooted(trace_id) and not self._scoring(trace_id)
+
     def _scoring(self, trace_id: int) -> bool:
         """The trace resolved and its waiter is chained to a running evaluation (or already answered)."""
         return self.assembler.was_resolved(trace_id) and trace_id not in self._waiters
