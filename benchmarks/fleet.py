@@ -345,6 +345,51 @@ def held_memory(otelcol: str, traces: int) -> dict[str, Any]:
         }
 
 
+def spool_cost(otelcol: str, traces: int) -> dict[str, Any]:
+    """What --spool costs where it costs most: chat traces' roots, each answered before any retriever of its
+    trace came, so each written to the spool (and deleted when dropped as not RAG). One replica's CPU per
+    chat trace, 32 roots to a request (the load balancer's parts), with the spool and without."""
+    import grpc
+
+    out: dict[str, Any] = {"chat_traces": traces, "roots_per_request": 32}
+    for spooled in (False, True):
+        with (
+            tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
+            fleet(Path(tmp), otelcol, spool=spooled) as group,
+        ):
+            # 2 s before a rooted trace without a retriever is let go (their pool holds 10,000 anyway).
+            _start(group, 1, 4, extra=("--settle", "2"), collector=False)
+            proc, grpc_port, http_port = group.scorers[0]
+            assert proc.popen is not None
+            channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(_oi_part(10**9, 32, with_root=True, retriever=False), timeout=60)  # warm the code paths
+            time.sleep(3.0)
+            before = _cpu_seconds(proc.popen.pid)
+            wall = time.perf_counter()
+            for first in range(1, traces + 1, 32):
+                part = _oi_part(first, min(32, traces + 1 - first), with_root=True, retriever=False)
+                export(part, timeout=60)
+            wall = time.perf_counter() - wall
+            time.sleep(4.0)  # every chat trace let go, and marked done in the spool
+            cpu = _cpu_seconds(proc.popen.pid) - before
+            channel.close()
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/stats", timeout=5) as response:
+                stats = json.loads(response.read())
+            key = "spool" if spooled else "no_spool"
+            out[key] = {
+                "cpu_us_per_chat_trace": round(cpu / traces * 1e6, 1),
+                "wall_s": round(wall, 2),
+                "spool_kept": stats["spool_kept"],
+                "spool_traces_after": stats["spool_traces"],
+                "dropped_not_rag": stats["dropped_not_rag"],
+            }
+    out["added_us_per_chat_trace"] = round(
+        out["spool"]["cpu_us_per_chat_trace"] - out["no_spool"]["cpu_us_per_chat_trace"], 1
+    )
+    return out
+
+
 # key -> (label, --concurrency, extra serve flags, app arguments, fault injected mid-run or "")
 OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] = {
     "normal": ("normal", 16, (), {}, ""),
@@ -352,12 +397,23 @@ OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] =
     "saturated": ("saturated", 1, ("--max-pending", "2"), {}, ""),
     "flood": ("non-RAG flood x10", 16, (), {"non_rag": 10}, ""),
     "kill9": ("replica kill -9 + restart", 16, (), {}, "kill9"),
+    # The replicas without --spool (the kit runs them with it): acknowledged parts live in memory only.
+    "kill9-no-spool": ("replica kill -9 + restart, no spool", 16, (), {}, "kill9"),
     # A longer hold than the default 0.5 s: parts without their root wait for it (and then the score).
     "kill9-hold30": ("replica kill -9 + restart, --hold 30", 16, ("--hold", "30"), {}, "kill9"),
     "collector-sigkill": ("Collector SIGKILL", 16, (), {}, "collector-sigkill"),
     "collector-restart": ("Collector restart", 16, (), {}, "collector-restart"),
     # The kit's two Collectors behind a Service (tests/_service_proxy.py), restarted one after the other.
     "collector-rolling-restart": ("2 Collectors, rolling restart", 16, (), {}, "collector-rolling-restart"),
+    # The same with the LlamaIndex app exporting OTLP/HTTP: max_connection_age is a gRPC setting, so its
+    # keep-alive connection stays with a Collector that is being stopped until that one closes it.
+    "collector-rolling-restart-http": (
+        "2 Collectors, rolling restart, OTLP/HTTP app",
+        16,
+        (),
+        {"protocol": "http"},
+        "collector-rolling-restart",
+    ),
     # The same with the decorated app (remote scoring) instead of LlamaIndex.
     "collector-rolling-restart-decorated": (
         "2 Collectors, rolling restart, decorated app",
@@ -390,7 +446,9 @@ def openinference(
         collectors = 2 if fault == "collector-rolling-restart" else 1
         with (
             tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
-            fleet(Path(tmp), otelcol, judge_latency, collectors=collectors) as group,
+            fleet(
+                Path(tmp), otelcol, judge_latency, collectors=collectors, spool=not key.endswith("no-spool")
+            ) as group,
         ):
             group.overlays.extend(overlays)
             _start(group, 2, concurrency, extra=extra)
@@ -401,7 +459,10 @@ def openinference(
                 if decorated:
                     app = start_app(group, count=traces, interval=0.05, export_timeout_s=60)
                 else:
-                    app = start_oi_app(group, "llama", traces, interval_s=0.05, export_timeout_s=60)
+                    protocol = app_args.get("protocol", "grpc")
+                    app = start_oi_app(
+                        group, "llama", traces, interval_s=0.05, export_timeout_s=60, protocol=protocol
+                    )
                 apps = [app]
                 assert group.collector is not None
                 wait_until(
@@ -436,6 +497,10 @@ def openinference(
                     "incomplete": sum(s["incomplete"] for s in stats),
                     "refused": sum(s["rejected_saturated"] + s["rejected_held"] for s in stats),
                     "dropped_not_rag": sum(s["dropped_not_rag"] for s in stats),
+                    # Parts acknowledged before their trace's score, written to the spool; sent back through
+                    # the Collector by the restarted replica.
+                    "spool_kept": sum(s["spool_kept"] for s in stats),
+                    "spool_replayed": sum(s["spool_replayed"] for s in stats),
                     "evaluated_at_fault": at_fault if fault else None,
                     "outage_s": faulted["outage_s"] if fault else None,
                     "stop_forced": faulted["stop_forced"] if fault else None,
@@ -743,7 +808,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--phases",
-        default="scaling,cost,latency,kill,memory,openinference",
+        default="scaling,cost,latency,kill,memory,spool,openinference",
         help="which tables (default: all but ceiling, which takes about 8 minutes)",
     )
     args = parser.parse_args()
@@ -781,6 +846,15 @@ def main() -> None:
         if lat["direct_queued"]:
             print("WARNING: the direct baseline queued (its p99 exceeds the interval): the difference is not")
             print("the Collector's cost; raise --latency-interval or lower --latency-judge")
+    if "spool" in phases:
+        spool = spool_cost(otelcol, 2000 if args.quick else 20000)
+        results["spool_cost"] = spool
+        print("\nCost of --spool for chat traces (roots without a retriever, 32 to a request, one replica)")
+        rows = [
+            [k, spool[k]["cpu_us_per_chat_trace"], spool[k]["spool_kept"], spool[k]["spool_traces_after"]]
+            for k in ("no_spool", "spool")
+        ]
+        print(_common.table(["replica", "CPU µs/chat trace", "parts spooled", "traces left"], rows))
     if "memory" in phases:
         mem = held_memory(otelcol, 2000 if args.quick else 20000)
         results["memory"] = mem

@@ -176,6 +176,23 @@ def fleet(doc: dict[str, Any]) -> str:
             f"{_f(r['evaluations_per_s'])} | {_f(r['steady_per_s'])} | {_f(r['judge_bound_per_s'])} | "
             f"{_f(r['speedup'])} | {_f(r['target'], 1)} ({met}) |"
         )
+    spool = doc.get("spool_cost")
+    if spool:
+        lines += [
+            "",
+            f"Cost of `--spool` for chat traces ({spool['chat_traces']} roots without a retriever, "
+            f"{spool['roots_per_request']} to a request, one replica): "
+            f"{_f(spool['added_us_per_chat_trace'], 1)} µs of CPU added per chat trace.",
+            "",
+            "| replica | CPU µs per chat trace | parts spooled | traces left in the spool after the drop |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for key, name in (("no_spool", "without --spool"), ("spool", "with --spool")):
+            r = spool[key]
+            lines.append(
+                f"| {name} | {_f(r['cpu_us_per_chat_trace'], 1)} | {r['spool_kept']} | "
+                f"{r['spool_traces_after']} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -185,8 +202,8 @@ def fleet_openinference(doc: dict[str, Any]) -> str:
         _head(doc),
         "| scenario | config | RAG traces | lost | wrong span or text | duplicates | chat traces scored "
         "| root not in sink | lost, root in sink | evaluated at the fault | outage s | graceful stops s "
-        "| seconds |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+        "| parts spooled / sent back | seconds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     for r in doc.get("openinference", []):
         # Each graceful stop's time from SIGTERM to exit (runs before stop_s was recorded have none).
@@ -196,9 +213,16 @@ def fleet_openinference(doc: dict[str, Any]) -> str:
             f"{r['duplicates']} | {r['non_rag_scored']} | {_f(r.get('root_not_in_sink'))} | "
             f"{_f(r.get('lost_accepted'))} | {_f(r.get('evaluated_at_fault'))} | "
             f"{_f(r.get('outage_s'), 1)}{' (SIGKILL after the grace)' if r.get('stop_forced') else ''} | "
-            f"{stops} | {_f(r['seconds'], 1)} |"
+            f"{stops} | {_spooled(r)} | {_f(r['seconds'], 1)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _spooled(r: dict[str, Any]) -> str:
+    # Runs before `faithtrace serve --spool` existed have no such figures.
+    if r.get("spool_kept") is None:
+        return "–"
+    return f"{r['spool_kept']} / {r['spool_replayed']}"
 
 
 def fleet_ceiling(doc: dict[str, Any]) -> str:

@@ -108,6 +108,7 @@ class FleetPorts:
     app_http: int = field(default_factory=free_port)
     results_grpc: int = field(default_factory=free_port)
     results_http: int = field(default_factory=free_port)
+    replay_grpc: int = field(default_factory=free_port)
     prometheus: int = field(default_factory=free_port)
     health: int = field(default_factory=free_port)
     telemetry: int = field(default_factory=free_port)
@@ -165,6 +166,8 @@ def on_loopback(config: dict[str, Any], ports: FleetPorts, workdir: Path) -> dic
     receivers["otlp"]["protocols"]["http"]["endpoint"] = loopback(ports.app_http)
     receivers["otlp/results"]["protocols"]["grpc"]["endpoint"] = loopback(ports.results_grpc)
     receivers["otlp/results"]["protocols"]["http"]["endpoint"] = loopback(ports.results_http)
+    if "otlp/replay" in receivers:
+        receivers["otlp/replay"]["protocols"]["grpc"]["endpoint"] = loopback(ports.replay_grpc)
     extensions = config["extensions"]
     extensions["health_check"]["endpoint"] = loopback(ports.health)
     queue_dir = workdir / "queue"
@@ -267,7 +270,9 @@ class ServicePorts:
     runs several Collectors, and its control port."""
 
     app_grpc: int = field(default_factory=free_port)
+    app_http: int = field(default_factory=free_port)
     results_grpc: int = field(default_factory=free_port)
+    replay_grpc: int = field(default_factory=free_port)
     control: int = field(default_factory=free_port)
 
 
@@ -293,6 +298,9 @@ class Fleet:
     # Config files merged over the loopback fleet.yaml by the Collector itself (--config, in order).
     overlays: list[Path] = field(default_factory=list)
     collectors: int = 1
+    # Scorers run with --spool and --replay-endpoint, as the kit's do (False: parts acknowledged before their
+    # trace is scored live in memory only: the benchmarks' before/after).
+    spool: bool = True
     # The proxy's flag --no-endpoints: it routes to stopped Collectors too (the tests' check that it matters).
     service_no_endpoints: bool = False
     running: dict[int, Proc] = field(default_factory=dict)  # Collector index -> its process
@@ -324,9 +332,19 @@ class Fleet:
         return self.service_ports.app_grpc if self.collectors > 1 else self.ports.app_grpc
 
     @property
+    def app_http_port(self) -> int:
+        """Where apps send OTLP/HTTP: likewise."""
+        return self.service_ports.app_http if self.collectors > 1 else self.ports.app_http
+
+    @property
     def results_port(self) -> int:
         """Where scorers send their results: likewise."""
         return self.service_ports.results_grpc if self.collectors > 1 else self.ports.results_grpc
+
+    @property
+    def replay_port(self) -> int:
+        """Where scorers send their spooled spans back (``faithtrace serve --replay-endpoint``): likewise."""
+        return self.service_ports.replay_grpc if self.collectors > 1 else self.ports.replay_grpc
 
     def judge_requests(self) -> int:
         with urllib.request.urlopen(self.judge_url.removesuffix("/v1") + "/stats", timeout=5) as response:
@@ -365,6 +383,9 @@ class Fleet:
             str(http_port),
             "--concurrency",
             str(concurrency),
+            # As the kit runs them: a spool that outlives the process, sent back through the Collector.
+            *(("--spool", str(self.workdir / f"spool-{name}-{index}")) if self.spool else ()),
+            *(("--replay-endpoint", f"http://127.0.0.1:{self.replay_port}") if self.spool else ()),
             *extra,
         ]
         proc = Proc(f"{name}-{index}", argv, self.workdir / f"{name}-{index}.log", env=self.scorer_env())
@@ -442,7 +463,9 @@ class Fleet:
         argv += ["--health", ",".join(f"127.0.0.1:{p.health}" for p in collectors)]
         for listen, ports in (
             (self.service_ports.app_grpc, [p.app_grpc for p in collectors]),
+            (self.service_ports.app_http, [p.app_http for p in collectors]),
             (self.service_ports.results_grpc, [p.results_grpc for p in collectors]),
+            (self.service_ports.replay_grpc, [p.replay_grpc for p in collectors]),
         ):
             argv += ["--route", f"{listen}={','.join(str(p) for p in ports)}"]
         if self.service_no_endpoints:

@@ -227,6 +227,9 @@ class KafkaFleet(Fleet):
     broker: Broker | None = None
     topic: str = "otlp_spans"
     group: str = "faithtrace-serve"
+    # A consumer commits a message only once its traces are whole and scored: nothing to spool, and the
+    # Kafka Collector config has no replay receiver.
+    spool: bool = False
 
     def add_consumer(self, concurrency: int = 16, *extra: str) -> tuple[Proc, int, int]:
         assert self.broker is not None

@@ -30,17 +30,20 @@ def start_oi_app(
     late_root_s: float = 0.0,
     interval_s: float = 0.0,
     export_timeout_s: float | None = None,
+    protocol: str = "grpc",
 ) -> Proc:
     """``export_timeout_s``: the app's OTEL_EXPORTER_OTLP_TIMEOUT, how long its SDK waits on one batch while
-    no Collector answers (a Collector restarted gracefully is away for a while)."""
+    no Collector answers (a Collector restarted gracefully is away for a while). ``protocol``: the app
+    exports OTLP/gRPC or OTLP/HTTP (protobuf)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FAITHTRACE_"))}
-    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{group.app_port}"
+    port = group.app_http_port if protocol == "http" else group.app_port
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     if export_timeout_s is not None:
         # Seconds: the Python SDK reads it so (the specification says milliseconds).
         env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(export_timeout_s)
     env["PYTHONPATH"] = os.pathsep.join([str(APP.parent), env.get("PYTHONPATH", "")])
     argv = [sys.executable, str(APP), framework, str(count), "--non-rag", str(non_rag)]
-    argv += ["--late-root", str(late_root_s), "--interval", str(interval_s)]
+    argv += ["--late-root", str(late_root_s), "--interval", str(interval_s), "--protocol", protocol]
     index = sum(1 for p in group.procs if p.name.startswith("oi-app"))
     app = Proc(f"oi-app-{index}", argv, group.workdir / f"oi-app-{index}.log", env=env)
     group.procs.append(app)

@@ -24,9 +24,10 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 CONTEXTS = [
     "The Eiffel Tower is 330 metres tall.",
@@ -43,7 +44,7 @@ def answer_for(i: int) -> str:
 class Roots(SpanProcessor):
     """Notes each trace's root span ID; with ``delay_s``, holds root spans back and exports them late."""
 
-    def __init__(self, delay_s: float, exporter: OTLPSpanExporter | None) -> None:
+    def __init__(self, delay_s: float, exporter: SpanExporter | None) -> None:
         self.root_of: dict[int, int] = {}
         self.delay_s = delay_s
         self.exporter = exporter
@@ -161,14 +162,19 @@ def main() -> None:
     parser.add_argument("--non-rag", type=int, default=0, help="non-RAG traces after each RAG one")
     parser.add_argument("--late-root", type=float, default=0.0, help="seconds root spans are held back")
     parser.add_argument("--interval", type=float, default=0.0)
+    parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc", help="OTLP/gRPC or OTLP/HTTP")
     args = parser.parse_args()
 
     tp = TracerProvider(resource=Resource.create({"service.name": f"oi-{args.framework}-app"}))
     endpoint = os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"]
-    batches = BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=endpoint, insecure=True), max_queue_size=100_000, schedule_delay_millis=200
-    )
-    late = OTLPSpanExporter(endpoint=endpoint, insecure=True) if args.late_root > 0 else None
+
+    def exporter() -> SpanExporter:
+        if args.protocol == "http":
+            return HttpExporter(endpoint=f"{endpoint}/v1/traces")
+        return OTLPSpanExporter(endpoint=endpoint, insecure=True)
+
+    batches = BatchSpanProcessor(exporter(), max_queue_size=100_000, schedule_delay_millis=200)
+    late = exporter() if args.late_root > 0 else None
     roots = Roots(args.late_root, late)
     tp.add_span_processor(roots)
     tp.add_span_processor(NotRoots(batches) if late is not None else batches)

@@ -19,6 +19,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 
 class Sink(trace_service_pb2_grpc.TraceServiceServicer):
@@ -159,3 +160,25 @@ def run_serve(tmp_path: Path, judge_base: str, sink_port: int, *args: str, **env
         elif proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def oi_request(*spans: tuple[int, int, int, str, dict[str, str]]) -> bytes:
+    """One OTLP request of OpenInference spans: (trace id, span id, parent id, name, attributes)."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.string_value = "service.name", "oi-app"
+    scope = rs.scope_spans.add()
+    for trace_id, span_id, parent, name, attrs in spans:
+        span = scope.spans.add()
+        span.trace_id, span.span_id, span.name = (
+            trace_id.to_bytes(16, "big"),
+            span_id.to_bytes(8, "big"),
+            name,
+        )
+        if parent:
+            span.parent_span_id = parent.to_bytes(8, "big")
+        for key, value in attrs.items():
+            a = span.attributes.add()
+            a.key, a.value.string_value = key, value
+    return req.SerializeToString()

@@ -98,6 +98,16 @@ def test_scorer_deployment_has_probes_resources_and_the_serve_command() -> None:
     collector_service = _one("Service", "otel-collector")
     results_port = next(p["port"] for p in collector_service["spec"]["ports"] if p["name"] == "results-grpc")
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(f":{results_port}")
+    # Spooled spans go back to the replay receiver, which feeds the load balancer and nothing else, on a
+    # volume that outlives a killed container (an emptyDir does; the root filesystem is read-only anyway).
+    replay_port = next(p["port"] for p in collector_service["spec"]["ports"] if p["name"] == "replay-grpc")
+    assert env["FAITHTRACE_SERVE_REPLAY_ENDPOINT"].endswith(f":{replay_port}")
+    config = yaml.safe_load(_one("ConfigMap", "otelcol-fleet")["data"]["config.yaml"])
+    assert config["receivers"]["otlp/replay"]["protocols"]["grpc"]["endpoint"].endswith(f":{replay_port}")
+    spool = args[args.index("--spool") + 1]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == spool)
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert "emptyDir" in volume
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith(f"http://otel-collector.{NAMESPACE}.")
     assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc"
     # A stopping scorer may hold requests up to the load balancer's timeout.
@@ -188,7 +198,7 @@ def test_a_stopping_collector_sheds_its_connections_and_held_traces_before_sigte
     held = _seconds(
         yaml.safe_load(GROUPBYTRACE_OVERLAY.read_text())["processors"]["groupbytrace"]["wait_duration"]
     )
-    for name in ("otlp", "otlp/results"):
+    for name in ("otlp", "otlp/results", "otlp/replay"):
         params = config["receivers"][name]["protocols"]["grpc"]["keepalive"]["server_parameters"]
         age, age_grace = _seconds(params["max_connection_age"]), _seconds(params["max_connection_age_grace"])
         assert pre_stop >= 1.1 * age + age_grace + held, (name, pre_stop, age, age_grace, held)

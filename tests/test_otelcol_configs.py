@@ -165,6 +165,21 @@ def test_results_never_loop_back_into_the_load_balancer() -> None:
     assert pipelines["metrics"]["exporters"] == ["prometheus"]
 
 
+def test_replayed_spans_go_to_the_load_balancer_alone() -> None:
+    """A scorer's spooled spans (faithtrace serve --spool) come back on their own receiver: routed to the
+    replica that owns the trace now, and not sent to the trace backend a second time."""
+    config = _fleet()
+    pipelines = config["service"]["pipelines"]
+    replay = [p for p in pipelines.values() if "otlp/replay" in p["receivers"]]
+    assert [p["exporters"] for p in replay] == [[LB_EXPORTER]]
+    assert replay[0]["processors"] == ["memory_limiter"]  # nothing held in memory on the way
+    ports = {
+        name: {_port(e) for e in config["receivers"][name]["protocols"].values()}
+        for name in ("otlp", "otlp/results", "otlp/replay")
+    }
+    assert not ports["otlp/replay"] & (ports["otlp"] | ports["otlp/results"])
+
+
 def test_the_k8s_kit_runs_the_fleet_config_with_the_k8s_resolver() -> None:
     """The kit's Collector config is fleet.yaml but for the resolver: the two cannot drift apart."""
     fleet, kit = _fleet(), yaml.safe_load((K8S_KIT / "otelcol-fleet.yaml").read_text())

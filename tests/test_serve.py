@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
-from _serve_fixtures import Sink, run_serve, sink  # noqa: F401
+from _serve_fixtures import Sink, oi_request, run_serve, sink  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -544,28 +544,6 @@ def test_the_ack_comes_after_the_results_were_exported(
 
 
 # --- OpenInference assembly under load ------------------------------------------------------------------
-def _oi_request(*spans: tuple[int, int, int, str, dict[str, str]]) -> bytes:
-    """One OTLP request of OpenInference spans: (trace id, span id, parent id, name, attributes)."""
-    req = ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    kv = rs.resource.attributes.add()
-    kv.key, kv.value.string_value = "service.name", "oi-app"
-    scope = rs.scope_spans.add()
-    for trace_id, span_id, parent, name, attrs in spans:
-        span = scope.spans.add()
-        span.trace_id, span.span_id, span.name = (
-            trace_id.to_bytes(16, "big"),
-            span_id.to_bytes(8, "big"),
-            name,
-        )
-        if parent:
-            span.parent_span_id = parent.to_bytes(8, "big")
-        for key, value in attrs.items():
-            a = span.attributes.add()
-            a.key, a.value.string_value = key, value
-    return req.SerializeToString()
-
-
 def _oi_retriever(trace_id: int) -> tuple[int, int, int, str, dict[str, str]]:
     return (
         trace_id,
@@ -592,10 +570,10 @@ def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         for trace_id in range(1, 6):
-            export(_oi_request(_oi_retriever(trace_id)), timeout=30)
+            export(oi_request(_oi_retriever(trace_id)), timeout=30)
         stats = serve.stats()
         assert (stats["held_traces"], stats["pending"], stats["rejected_saturated"]) == (5, 0, 0)
-        export(_oi_request(*(_oi_root(t) for t in range(1, 6))), timeout=60)  # answered after the scores
+        export(oi_request(*(_oi_root(t) for t in range(1, 6))), timeout=60)  # answered after the scores
         found = sink.wait(5, timeout=30)
         channel.close()
         assert len(found) == 5
@@ -615,19 +593,19 @@ def test_a_non_rag_flood_takes_no_rag_room_and_refusals_say_why(
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         # 2,000 CHAIN roots without a retriever (a chatbot's traces), 500 to a request: all taken at once.
         for first in range(1000, 3000, 500):
-            export(_oi_request(*(_oi_root(t, "Hello there.") for t in range(first, first + 500))), timeout=30)
+            export(oi_request(*(_oi_root(t, "Hello there.") for t in range(first, first + 500))), timeout=30)
         stats = serve.stats()
         assert stats["dropped_not_rag"] >= 1990  # its own small bound: the oldest went first
         assert (stats["held_traces"], stats["rejected_saturated"], stats["rejected_held"]) == (0, 0, 0)
         # A RAG trace still gets in and is scored against its root.
-        export(_oi_request(_oi_retriever(7), _oi_root(7)), timeout=30)
+        export(oi_request(_oi_retriever(7), _oi_root(7)), timeout=30)
         [(_, evaluation)] = sink.wait(1)
         assert int.from_bytes(evaluation.parent_span_id, "big") == 1
         # Three RAG traces waiting for their roots fill --max-traces; the fourth is refused, saying so.
         for trace_id in (11, 12, 13):
-            export(_oi_request(_oi_retriever(trace_id)), timeout=30)
+            export(oi_request(_oi_retriever(trace_id)), timeout=30)
         with pytest.raises(grpc.RpcError) as rpc:
-            export(_oi_request(_oi_retriever(14)), timeout=30)
+            export(oi_request(_oi_retriever(14)), timeout=30)
         channel.close()
         assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "3 RAG traces held waiting for their root (max 3" in str(rpc.value.details())
@@ -645,7 +623,7 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-        export(_oi_request(_oi_retriever(1)), timeout=30)
+        export(oi_request(_oi_retriever(1)), timeout=30)
         orphan = (
             2,
             5,
@@ -654,7 +632,7 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
             {"openinference.span.kind": "CHAIN", "input.value": "x", "output.value": "y"},
         )
         started = time.monotonic()
-        export(_oi_request(_oi_retriever(2), orphan, _oi_root(2)), timeout=30)  # answered after its score
+        export(oi_request(_oi_retriever(2), orphan, _oi_root(2)), timeout=30)  # answered after its score
         waited = time.monotonic() - started
         channel.close()
         [(_, evaluation)] = sink.wait(1)
@@ -696,10 +674,10 @@ def test_a_part_whose_root_came_while_it_waited_is_acknowledged_after_the_score(
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         fake_judge.hang()
         started = time.monotonic()
-        part, part_answered, part_errors = _export_in_thread(export, _oi_request(_oi_retriever(9)))
+        part, part_answered, part_errors = _export_in_thread(export, oi_request(_oi_retriever(9)))
         time.sleep(0.1)
         orphan = (9, 4, 3, "split", {"openinference.span.kind": "CHAIN", "output.value": "a chunk"})
-        root_part = _oi_request(_oi_root(9)) if whole else _oi_request(_oi_root(9), orphan)
+        root_part = oi_request(_oi_root(9)) if whole else oi_request(_oi_root(9), orphan)
         root, root_answered, root_errors = _export_in_thread(export, root_part)
         deadline = time.monotonic() + 30
         while not fake_judge.requests and time.monotonic() < deadline:

@@ -271,6 +271,14 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         2.0, ("FAITHTRACE_SERVE_RETRY_AFTER",), float, gt=0),
     Option("serve.shutdown_timeout_s", "Seconds to finish work on SIGTERM.",
         30.0, ("FAITHTRACE_SERVE_SHUTDOWN_TIMEOUT",), float, ge=0),
+    Option("serve.spool", "Directory (one per replica) where parts of traces this replica acknowledged "
+        "before scoring them are kept until scored, and sent on when it starts again (none: memory only).",
+        env=("FAITHTRACE_SERVE_SPOOL",), parse=Path, metavar="DIR", shown_default="none"),
+    Option("serve.max_spool_bytes", "Bytes the spool holds at most (past it, parts are not kept).",
+        256 << 20, ("FAITHTRACE_SERVE_MAX_SPOOL_BYTES",), int, ge=1),
+    Option("serve.replay_endpoint", "The Collector's replay receiver (http://host:port, OTLP/gRPC): spooled "
+        "parts found at start go there, to be routed to their trace's replica (none: into this replica).",
+        env=("FAITHTRACE_SERVE_REPLAY_ENDPOINT",), metavar="URL", shown_default="none"),
     Option("serve.mapping", "JSON file: a list of extra span conventions (see the fleet's page).",
         env=("FAITHTRACE_SERVE_MAPPING",), parse=Path),
     Option("serve.instance_id", "This replica's id on the metrics it exports.",

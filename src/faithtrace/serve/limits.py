@@ -43,6 +43,12 @@ class Counters:
     rejected_export_down: int = 0  # refused unjudged: an export failed slowly just now (apps.ExportHealth)
     evicted_traces: int = 0
     dropped_not_rag: int = 0  # traces without a retriever let go (their root came alone, or they settled)
+    spool_kept: int = 0  # parts of traces not scored yet written to the spool before their answer
+    spool_full: int = 0  # ... not written: the spool was full (--max-spool-bytes) or the disk failed
+    spool_left: int = 0  # held traces left in the spool at a stop, for the next start
+    spool_replayed: int = 0  # spooled traces the Collector took back at start (or stop)
+    spool_replay_failed: int = 0  # ... that it did not take: left on disk for the next start
+    spool_refed: int = 0  # spooled traces put back into this replica's assembler
 
 
 @dataclass(frozen=True)

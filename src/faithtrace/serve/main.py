@@ -130,7 +130,22 @@ async def serve(args: argparse.Namespace) -> int:
                 "faithtrace serve --kafka needs its extra: pip install 'faithtrace[kafka]'"
             ) from None
     instance = cfg.instance_id or f"{socket.gethostname()}-{os.getpid()}"
-    scorer = Receiver(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping))
+    spool = None
+    if cfg.spool is not None:
+        from faithtrace.serve.spool import Spool
+
+        try:
+            spool = Spool(cfg.spool, cfg.max_spool_bytes)
+        except OSError as exc:
+            raise ConfigError(f"--spool {cfg.spool}: {exc}") from exc
+    if cfg.replay_endpoint:
+        from faithtrace.serve.replay import target
+
+        try:
+            target(cfg.replay_endpoint)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    scorer = Receiver(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping), spool)
 
     grpc, grpc_port = await grpc_server.start(scorer, cfg.host, cfg.grpc_port, cfg.max_request_bytes)
     config = uvicorn.Config(
@@ -157,6 +172,13 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    replaying: asyncio.Task[None] | None = None
+    if spool is not None and len(spool):
+        # Parts acknowledged and not scored when this replica last stopped (or died): sent on once it serves,
+        # since the Collector may route them straight back here.
+        found = f"{len(spool)} spooled traces found in {cfg.spool}"
+        print(f"faithtrace serve: {found}; sending them on", flush=True)
+        replaying = asyncio.create_task(scorer.replay(cfg.replay_endpoint))
     # Ready (/readyz, --ready-file, the banner) once the judge has started up. Requests that arrive meanwhile
     # are taken and wait for it; /healthz answers throughout.
     warming = asyncio.create_task(scorer.warm_up())
@@ -202,13 +224,19 @@ async def serve(args: argparse.Namespace) -> int:
         consuming.cancel()
         with contextlib.suppress(BaseException):
             await consuming
-    drained = asyncio.create_task(scorer.drain(deadline))
+    if replaying is not None and not replaying.done():
+        replaying.cancel()
+        with contextlib.suppress(BaseException):
+            await replaying
+    drained = asyncio.create_task(scorer.drain(deadline, cfg.replay_endpoint))
     # In-flight requests finish while new ones are refused (the scorer is closing); then the servers go.
     await asyncio.wait({drained}, timeout=deadline + 5)
     await grpc.stop(1.0)
     http.should_exit = True
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(http_task, 5)
+    if spool is not None:
+        spool.close()
     print(f"faithtrace serve: stopped {json.dumps(scorer.stats())}", flush=True)
     return 0
 

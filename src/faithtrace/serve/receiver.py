@@ -9,6 +9,10 @@ came; the request carrying the root waits for the score. Held traces are bounded
 (``max_traces``, ``max_bytes``), not by ``max_pending``, so a part that completes one is never refused for
 them. Everything else is answered at once.
 
+A request answered while a trace it touched is not scored yet (a root before its retriever, a part past
+``hold_s``) leaves that trace's spans only here: with a spool (spool.py) they are written to disk first, and
+a replica that starts on them sends them on (``replay``).
+
 Load is refused, after a bounded wait for room (admission.py), before any work is admitted (``Saturated``:
 HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo), and so is a transient judge failure (rate limit, timeout,
 judge down): the Collector keeps the batch and retries it. A finished item is remembered by (trace id,
@@ -31,7 +35,8 @@ from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.evaluations import Evaluations, ResourceKey
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
-from faithtrace.serve.otlp import scan
+from faithtrace.serve.otlp import Found, scan
+from faithtrace.serve.spool import Spool
 from faithtrace.sources.assemble import INCOMPLETE_NO_ROOT, Assembler, Resolved
 from faithtrace.sources.conventions import (
     FAITHTRACE_REMOTE,
@@ -51,8 +56,10 @@ class Receiver:
         apps: Apps,
         limits: Limits,
         conventions: tuple[Convention, ...] = (),
+        spool: Spool | None = None,
     ) -> None:
         self.settings = settings
+        self.spool = spool
         self.limits = limits
         self.apps = apps
         self.conventions = (FAITHTRACE_REMOTE, *conventions)
@@ -75,6 +82,8 @@ class Receiver:
         self._timer: asyncio.TimerHandle | None = None
         self.requests_open = 0
         self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
+        self._evaluating: set[int] = set()  # OpenInference traces being scored
+        self._sweeper: asyncio.TimerHandle | None = None
 
     def stats(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -88,6 +97,8 @@ class Receiver:
             "requests_open": self.requests_open,
             "waiting": self.admission.waiting,
             "warm": int(self.warm),
+            "spool_traces": len(self.spool) if self.spool is not None else 0,
+            "spool_bytes": self.spool.bytes if self.spool is not None else 0,
         }
 
     async def warm_up(self) -> str | None:
@@ -153,20 +164,7 @@ class Receiver:
                 admitted()
             return
         loop = asyncio.get_running_loop()
-        own: list[tuple[ResourceKey, RagItem]] = []
-        oi = []
-        for key, view in found.views:
-            if not view.trace_id or not view.span_id:
-                self.counters.invalid_ids += 1
-            elif view.role == OWN:
-                convention = next(c for c in self.conventions if c.marker in view.attrs)
-                item = self_contained(view, convention, max_documents=100)
-                if item is None:
-                    self._incomplete("span")
-                else:
-                    own.append((key, item))
-            elif not self.assembler.was_resolved(view.trace_id):
-                oi.append((key, view))
+        own, oi = self._split(found)
         fresh = [i for _, i in own if not self.evaluations.known((i.trace_id, i.span_id))]
         new_traces = {
             v.trace_id for _, v in oi if v.role == RETRIEVER and not self.assembler.has_retriever(v.trace_id)
@@ -224,8 +222,28 @@ class Receiver:
                     raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
                 if "failed" in results:
                     raise Unavailable("the results could not be exported")
+            if self.spool is not None and not whole:
+                self._keep_unscored(request, {v.trace_id for _, v in oi} | {t for t, _ in found.roots})
         finally:
             self.requests_open -= 1
+
+    def _split(self, found: Found) -> tuple[list[tuple[ResourceKey, RagItem]], list[tuple[ResourceKey, Any]]]:
+        """Self-contained RAG items (scored as they are), and OpenInference views of traces not resolved."""
+        own: list[tuple[ResourceKey, RagItem]] = []
+        oi = []
+        for key, view in found.views:
+            if not view.trace_id or not view.span_id:
+                self.counters.invalid_ids += 1
+            elif view.role == OWN:
+                convention = next(c for c in self.conventions if c.marker in view.attrs)
+                item = self_contained(view, convention, max_documents=100)
+                if item is None:
+                    self._incomplete("span")
+                else:
+                    own.append((key, item))
+            elif not self.assembler.was_resolved(view.trace_id):
+                oi.append((key, view))
+        return own, oi
 
     def _admit(
         self,
@@ -281,11 +299,20 @@ class Receiver:
             waiter = self._waiters.pop(trace_id, None)
             where = self._trace_resource.pop(trace_id, None)
             if item is None or where is None:
+                if self.closing and self.spool is not None and trace_id in self.spool:
+                    # Not incomplete: its spans wait on disk for the next start (``replay``).
+                    self.counters.spool_left += 1
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result("ok")
+                    continue
+                if self.spool is not None:
+                    self.spool.drop(trace_id)
                 self._incomplete(reason or INCOMPLETE_NO_ROOT)
                 if waiter is not None and not waiter.done():
                     waiter.set_result("ok")
                 continue
             future = self.evaluations.start(where[0], where[1], item)
+            self._evaluating.add(trace_id)
             if waiter is not None:
                 _chain(future, waiter)
         # Traces that left the assembler without a result (not RAG after all, or scored in the app).
@@ -321,19 +348,94 @@ class Receiver:
 
     # --- evaluations (evaluations.py) ---------------------------------------------------------------------
     def _settled(self, item: RagItem, outcome: str) -> None:
+        self._evaluating.discard(item.trace_id)
         if outcome != "ok":
             self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
+            if self.spool is not None and item.trace_id in self.spool and not self.closing:
+                # Spans acknowledged earlier are not re-sent by anyone: they join the re-sent ones once the
+                # client has waited as it was told to (a judge still down then fails them again, no sooner).
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.limits.retry_after_s, self._refeed, [item.trace_id])
+        elif self.spool is not None:
+            self.spool.drop(item.trace_id)
         self.admission.freed()
 
+    # --- the spool (spool.py) ------------------------------------------------------------------------------
+    def _keep_unscored(self, request: ExportTraceServiceRequest, touched: set[int]) -> None:
+        """Write the request's spans of every trace it touched that is not scored yet: once answered, the
+        Collector lets go of them. (A root outside OpenInference that came before any span of its trace is
+        remembered by id only, and not kept: every request's roots would be, whenever a trace is held.)"""
+        assert self.spool is not None
+        at_risk = {t for t in touched if self.assembler.tracks(t) or t in self._evaluating}
+        if not at_risk:
+            return
+        kept, full = self.spool.keep_parts(request, at_risk)
+        self.counters.spool_kept += kept
+        self.counters.spool_full += full
+        if self._sweeper is None and len(self.spool):
+            self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
+
+    def _sweep(self) -> None:
+        """Drop the files of traces that left without an evaluation (dropped as not RAG, scored in the app);
+        once a second while the spool holds any, rather than on every drop."""
+        self._sweeper = None
+        if self.spool is None or self.closing:
+            return
+        self.spool.sweep(lambda t: self.assembler.tracks(t) or t in self._evaluating)
+        if len(self.spool):
+            self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
+
+    def _refeed(self, trace_ids: list[int]) -> None:
+        """Put spooled spans back into this replica's assembler, as if they had just come (nobody waits)."""
+        if self.spool is None or self.closing:
+            return
+        loop = asyncio.get_running_loop()
+        for trace_id in trace_ids:
+            found = scan(self.spool.load(trace_id), self.watched, self.conventions)
+            _, oi = self._split(found)
+            self._admit([], oi, found.roots, found.resources, loop.time())
+            self.counters.spool_refed += 1
+        if self._sweeper is None and len(self.spool):
+            self._sweeper = loop.call_later(1.0, self._sweep)
+
+    async def replay(self, endpoint: str | None, attempts: int = 30, first: list[int] | None = None) -> None:
+        """The spooled traces found at start (or left at stop): sent to ``endpoint``, the Collector's replay
+        receiver, whose load balancer routes each to the replica that owns its trace now (the ring may have
+        changed while this one was away); each file goes once the Collector took it. Without an endpoint they
+        are fed to this replica's own assembler (right with the static resolver, or a single replica)."""
+        if self.spool is None or not len(self.spool):
+            return
+        if not endpoint:
+            self._refeed(self.spool.traces())
+            return
+        from faithtrace.serve.replay import send_spool
+
+        replayed, failed = await send_spool(self.spool, endpoint, attempts, first or [])
+        self.counters.spool_replayed += replayed
+        self.counters.spool_replay_failed += failed
+
     # --- shutdown ------------------------------------------------------------------------------------------
-    async def drain(self, timeout_s: float) -> None:
-        """Stop taking requests, resolve held traces, finish running evaluations within ``timeout_s``."""
+    async def drain(self, timeout_s: float, replay_endpoint: str | None = None) -> None:
+        """Stop taking requests, resolve held traces, finish running evaluations within ``timeout_s``. Held
+        traces that are spooled stay on disk; sent to ``replay_endpoint`` if given, within the deadline."""
         self.closing = True
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        # RAG traces first, should the deadline come before the rest (roots that came alone, most of them
+        # chat traces').
+        spooled = self.spool.traces() if self.spool is not None else []
+        first = [t for t in spooled if self.assembler.has_retriever(t) or t in self._evaluating]
         self._dispatch(self.assembler.due(loop.time(), closing=True))
         await self.evaluations.drain(timeout_s)
         if self._timer is not None:
             self._timer.cancel()
+        if self.spool is not None and replay_endpoint and len(self.spool):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.replay(replay_endpoint, attempts=3, first=first), max(0.1, deadline - loop.time())
+                )
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.apps.close)
 
