@@ -242,3 +242,20 @@ def test_one_long_held_trace_does_not_pin_the_log(tmp_path: Path) -> None:
     again = Spool(tmp_path, 64 << 10)
     assert again.traces() == [1]
     assert _span_ids(again.load(1)) == [(1, 2)]
+
+
+def test_live_data_larger_than_the_kept_segments_is_not_copied_round(tmp_path: Path) -> None:
+    """Every trace stays live: no segment is worth compacting, each sweep ends at once, and the byte bound
+    (not compaction) stops the spool, counting what it refused."""
+    from faithtrace.serve.spool import Spool
+
+    spool = Spool(tmp_path, max_bytes=16 << 10)
+    kept = full = 0
+    for trace_id in range(1, 400):
+        k, f = spool.keep_parts(_request(_retriever(trace_id)), {trace_id})
+        kept, full = kept + k, full + f
+        spool.sweep(lambda _t: True)
+    assert full > 0
+    assert kept == len(spool)
+    assert spool.bytes <= 16 << 10
+    assert len(list(tmp_path.iterdir())) > 4  # live segments stay, however many

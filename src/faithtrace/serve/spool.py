@@ -14,7 +14,8 @@ trace cost 50 µs of CPU per chat trace, most of it creating and deleting files)
 trace's spans of one request, an OTLP ``ExportTraceServiceRequest``) or a done mark (the trace's parts up to
 a position are done with). A segment is deleted once none of its parts is live, oldest first, so that a
 done mark is never deleted before the parts it covers; the oldest segment's live parts are copied forward
-when more than ``_SEGMENTS`` segments are on disk, so one long-held trace does not pin the rest. A start
+when more than ``_SEGMENTS`` segments are on disk and it is at most half live, so one long-held trace does not
+pin the rest. A start
 reads the log, copies the live parts into a new segment and deletes the old ones. Writes are not fsynced:
 they outlive the process (``kill -9``, an OOM kill, a container restart keeps the pod's emptyDir), not the
 node. A record cut short (the process died writing it) ends its segment.
@@ -167,27 +168,32 @@ class Spool:
             del self._live[segment]
 
     def _compact(self, force: bool = False) -> None:
-        """Copy the oldest segment's live parts to the end of the log, and delete it: while more than
-        ``_SEGMENTS`` are on disk, or (``force``) once, the spool being full. Not while a trace is taken
-        (its done mark points at the positions it was given)."""
-        while not self._taken and (len(self._sizes) > _SEGMENTS or force) and len(self._sizes) > 1:
-            force = False
-            oldest = next(iter(self._sizes))
-            if self._live[oldest]:
-                there = [t for t, parts in self._parts.items() if any(p[0] == oldest for p in parts)]
-                with open(self._path(oldest), "rb") as source:
-                    for trace_id in there:
-                        moved = []
-                        for segment, offset, length in self._parts[trace_id]:
-                            if segment != oldest:
-                                continue
-                            source.seek(offset + _HEADER.size)
-                            new_segment, new_offset = self._append(_PART, trace_id, source.read(length))
-                            self._live[new_segment] += 1
-                            moved.append((new_segment, new_offset, length))
-                        kept = [p for p in self._parts[trace_id] if p[0] != oldest]
-                        self._parts[trace_id] = kept + moved
-                self._live[oldest] = 0
+        """Copy the oldest segments' live parts to the end of the log and delete them: those beyond
+        ``_SEGMENTS`` on disk, or (``force``: the spool is full) the oldest one. Only segments at most half
+        live, and only those on disk when it began: live data larger than the segments kept would otherwise
+        be copied round for ever (the byte bound holds it instead). Not while a trace is taken (its done mark
+        points at the positions it was given)."""
+        if self._taken:
+            return
+        excess = max(1 if force else 0, len(self._sizes) - _SEGMENTS)
+        for oldest in list(self._sizes)[:excess]:
+            if oldest == self._active or oldest not in self._sizes:
+                break
+            there = {t: [p for p in parts if p[0] == oldest] for t, parts in self._parts.items()}
+            there = {t: parts for t, parts in there.items() if parts}
+            live_bytes = sum(_HEADER.size + length for parts in there.values() for _, _, length in parts)
+            if 2 * live_bytes > self._sizes[oldest]:
+                break
+            with open(self._path(oldest), "rb") as source:
+                for trace_id, parts in there.items():
+                    moved = []
+                    for _, offset, length in parts:
+                        source.seek(offset + _HEADER.size)
+                        new_segment, new_offset = self._append(_PART, trace_id, source.read(length))
+                        self._live[new_segment] += 1
+                        moved.append((new_segment, new_offset, length))
+                    self._parts[trace_id] = [p for p in self._parts[trace_id] if p[0] != oldest] + moved
+            self._live[oldest] = 0
             self._collect()
 
     # --- reading -------------------------------------------------------------------------------------------
