@@ -384,14 +384,17 @@ class Fleet:
             "--concurrency",
             str(concurrency),
             # As the kit runs them: a spool that outlives the process, sent back through the Collector.
-            *(("--spool", str(self.workdir / f"spool-{name}-{index}")) if self.spool else ()),
-            *(("--replay-endpoint", f"http://127.0.0.1:{self.replay_port}") if self.spool else ()),
+            *(self._spool_flags(f"{name}-{index}") if self.spool else ()),
             *extra,
         ]
         proc = Proc(f"{name}-{index}", argv, self.workdir / f"{name}-{index}.log", env=self.scorer_env())
         self.procs.append(proc.start())
         self.scorers.append((proc, grpc_port, http_port))
         return self.scorers[-1]
+
+    def _spool_flags(self, scorer: str) -> tuple[str, ...]:
+        spool = self.workdir / f"spool-{scorer}"
+        return ("--spool", str(spool), "--replay-endpoint", f"http://127.0.0.1:{self.replay_port}")
 
     def wait_scorers_ready(self, timeout: float = 120.0) -> None:
         for proc, grpc_port, http_port in self.scorers:

@@ -182,3 +182,25 @@ def oi_request(*spans: tuple[int, int, int, str, dict[str, str]]) -> bytes:
             a = span.attributes.add()
             a.key, a.value.string_value = key, value
     return req.SerializeToString()
+
+
+OiSpan = tuple[int, int, int, str, dict[str, str]]
+# An OpenInference RAG trace in two spans: its retriever (span 2), its CHAIN root (span 1) answering from it.
+OI_DOCS = "The Eiffel Tower is in Paris. It opened in 1889."
+OI_ANSWER = "In Paris is the Eiffel Tower. In 1889 it opened."  # reworded: judged, not proven in code
+
+
+def oi_retriever(trace_id: int, docs: str = OI_DOCS) -> OiSpan:
+    attrs = {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": docs}
+    return trace_id, 2, 1, "retrieve", attrs
+
+
+def oi_root(trace_id: int, answer: str = OI_ANSWER) -> OiSpan:
+    attrs = {"openinference.span.kind": "CHAIN", "input.value": "Where is it?", "output.value": answer}
+    return trace_id, 1, 0, "query", attrs
+
+
+def otlp_export(port: int) -> tuple[grpc.Channel, grpc.UnaryUnaryMultiCallable]:
+    """A channel to an OTLP/gRPC receiver and its raw trace Export call (bytes in, bytes out)."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    return channel, channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")

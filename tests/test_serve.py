@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
-from _serve_fixtures import Sink, oi_request, run_serve, sink  # noqa: F401
+from _serve_fixtures import Sink, oi_request, oi_retriever, oi_root, run_serve, sink  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -544,21 +544,6 @@ def test_the_ack_comes_after_the_results_were_exported(
 
 
 # --- OpenInference assembly under load ------------------------------------------------------------------
-def _oi_retriever(trace_id: int) -> tuple[int, int, int, str, dict[str, str]]:
-    return (
-        trace_id,
-        2,
-        1,
-        "retrieve",
-        {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": " ".join(DOCS)},
-    )
-
-
-def _oi_root(trace_id: int, answer: str = ANSWER) -> tuple[int, int, int, str, dict[str, str]]:
-    attrs = {"openinference.span.kind": "CHAIN", "input.value": "Where is it?", "output.value": answer}
-    return trace_id, 1, 0, "query", attrs
-
-
 def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots_gets_in(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink
 ) -> None:
@@ -570,10 +555,10 @@ def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         for trace_id in range(1, 6):
-            export(oi_request(_oi_retriever(trace_id)), timeout=30)
+            export(oi_request(oi_retriever(trace_id)), timeout=30)
         stats = serve.stats()
         assert (stats["held_traces"], stats["pending"], stats["rejected_saturated"]) == (5, 0, 0)
-        export(oi_request(*(_oi_root(t) for t in range(1, 6))), timeout=60)  # answered after the scores
+        export(oi_request(*(oi_root(t) for t in range(1, 6))), timeout=60)  # answered after the scores
         found = sink.wait(5, timeout=30)
         channel.close()
         assert len(found) == 5
@@ -593,19 +578,19 @@ def test_a_non_rag_flood_takes_no_rag_room_and_refusals_say_why(
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         # 2,000 CHAIN roots without a retriever (a chatbot's traces), 500 to a request: all taken at once.
         for first in range(1000, 3000, 500):
-            export(oi_request(*(_oi_root(t, "Hello there.") for t in range(first, first + 500))), timeout=30)
+            export(oi_request(*(oi_root(t, "Hello there.") for t in range(first, first + 500))), timeout=30)
         stats = serve.stats()
         assert stats["dropped_not_rag"] >= 1990  # its own small bound: the oldest went first
         assert (stats["held_traces"], stats["rejected_saturated"], stats["rejected_held"]) == (0, 0, 0)
         # A RAG trace still gets in and is scored against its root.
-        export(oi_request(_oi_retriever(7), _oi_root(7)), timeout=30)
+        export(oi_request(oi_retriever(7), oi_root(7)), timeout=30)
         [(_, evaluation)] = sink.wait(1)
         assert int.from_bytes(evaluation.parent_span_id, "big") == 1
         # Three RAG traces waiting for their roots fill --max-traces; the fourth is refused, saying so.
         for trace_id in (11, 12, 13):
-            export(oi_request(_oi_retriever(trace_id)), timeout=30)
+            export(oi_request(oi_retriever(trace_id)), timeout=30)
         with pytest.raises(grpc.RpcError) as rpc:
-            export(oi_request(_oi_retriever(14)), timeout=30)
+            export(oi_request(oi_retriever(14)), timeout=30)
         channel.close()
         assert rpc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "3 RAG traces held waiting for their root (max 3" in str(rpc.value.details())
@@ -623,7 +608,7 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
         channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-        export(oi_request(_oi_retriever(1)), timeout=30)
+        export(oi_request(oi_retriever(1)), timeout=30)
         orphan = (
             2,
             5,
@@ -632,7 +617,7 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
             {"openinference.span.kind": "CHAIN", "input.value": "x", "output.value": "y"},
         )
         started = time.monotonic()
-        export(oi_request(_oi_retriever(2), orphan, _oi_root(2)), timeout=30)  # answered after its score
+        export(oi_request(oi_retriever(2), orphan, oi_root(2)), timeout=30)  # answered after its score
         waited = time.monotonic() - started
         channel.close()
         [(_, evaluation)] = sink.wait(1)
@@ -674,10 +659,10 @@ def test_a_part_whose_root_came_while_it_waited_is_acknowledged_after_the_score(
         export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
         fake_judge.hang()
         started = time.monotonic()
-        part, part_answered, part_errors = _export_in_thread(export, oi_request(_oi_retriever(9)))
+        part, part_answered, part_errors = _export_in_thread(export, oi_request(oi_retriever(9)))
         time.sleep(0.1)
         orphan = (9, 4, 3, "split", {"openinference.span.kind": "CHAIN", "output.value": "a chunk"})
-        root_part = oi_request(_oi_root(9)) if whole else oi_request(_oi_root(9), orphan)
+        root_part = oi_request(oi_root(9)) if whole else oi_request(oi_root(9), orphan)
         root, root_answered, root_errors = _export_in_thread(export, root_part)
         deadline = time.monotonic() + 30
         while not fake_judge.requests and time.monotonic() < deadline:

@@ -9,38 +9,23 @@ import json
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
-from _serve_fixtures import Serve, Sink, oi_request, run_serve, sink  # noqa: F401
+from _serve_fixtures import (  # noqa: F401 - sink is a fixture
+    OI_ANSWER,
+    OiSpan,
+    Sink,
+    oi_request,
+    oi_retriever,
+    oi_root,
+    otlp_export,
+    run_serve,
+    sink,
+)
 
 pytestmark = pytest.mark.timeout(120)
-
-DOCS = "The Eiffel Tower is in Paris. It opened in 1889."
-ANSWER = "In Paris is the Eiffel Tower. In 1889 it opened."
-Span = tuple[int, int, int, str, dict[str, str]]
-
-
-def _root(trace_id: int, answer: str = ANSWER) -> Span:
-    return (
-        trace_id,
-        1,
-        0,
-        "query",
-        {"openinference.span.kind": "CHAIN", "input.value": "Where?", "output.value": answer},
-    )
-
-
-def _retriever(trace_id: int) -> Span:
-    attrs = {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": DOCS}
-    return trace_id, 2, 1, "retrieve", attrs
-
-
-def _sender(serve: Serve) -> tuple[grpc.Channel, grpc.UnaryUnaryMultiCallable]:
-    channel = grpc.insecure_channel(f"127.0.0.1:{serve.grpc_port}")
-    return channel, channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
 
 
 def _files(spool: Path) -> set[str]:
@@ -66,9 +51,9 @@ def test_parts_acknowledged_before_the_score_outlive_a_kill9(
     spool = tmp_path / "spool"
     args = ("--settle", "60", "--hold", "0.2", *(("--spool", str(spool)) if spooled else ()))
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
-        channel, export = _sender(serve)
-        export(oi_request(_root(21)), timeout=10)
-        export(oi_request(_retriever(22)), timeout=10)
+        channel, export = otlp_export(serve.grpc_port)
+        export(oi_request(oi_root(21)), timeout=10)
+        export(oi_request(oi_retriever(22)), timeout=10)
         channel.close()
         stats = serve.stats()
         assert (stats["spool_kept"], stats["spool_traces"]) == ((2, 2) if spooled else (0, 0)), stats
@@ -77,10 +62,10 @@ def test_parts_acknowledged_before_the_score_outlive_a_kill9(
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
         if spooled:
             assert "2 spooled traces found" in serve.log.read_text()
-        channel, export = _sender(serve)
+        channel, export = otlp_export(serve.grpc_port)
         # Answered after the scores when the rest of the trace is here, else after --hold.
-        export(oi_request(_retriever(21)), timeout=30)
-        export(oi_request(_root(22)), timeout=30)
+        export(oi_request(oi_retriever(21)), timeout=30)
+        export(oi_request(oi_root(22)), timeout=30)
         channel.close()
         if spooled:
             assert _scored(sink) == {21: 1, 22: 1}
@@ -105,15 +90,15 @@ def test_a_graceful_stop_leaves_held_traces_in_the_spool_not_incomplete(
     spool = tmp_path / "spool"
     args = ("--settle", "60", "--hold", "0.2", "--spool", str(spool))
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
-        channel, export = _sender(serve)
-        export(oi_request(_retriever(61)), timeout=10)
+        channel, export = otlp_export(serve.grpc_port)
+        export(oi_request(oi_retriever(61)), timeout=10)
         channel.close()
         assert serve.stop() == 0
         stopped = json.loads(serve.log.read_text().split("faithtrace serve: stopped ", 1)[1].splitlines()[0])
         assert (stopped["spool_left"], stopped["incomplete"], stopped["spool_traces"]) == (1, 0, 1), stopped
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
-        channel, export = _sender(serve)
-        export(oi_request(_root(61)), timeout=30)
+        channel, export = otlp_export(serve.grpc_port)
+        export(oi_request(oi_root(61)), timeout=30)
         channel.close()
         assert _scored(sink) == {61: 1}
         assert serve.stats()["spool_traces"] == 0
@@ -126,24 +111,25 @@ def test_chat_roots_leave_the_spool_when_dropped_and_a_full_spool_is_counted(
     lets them go as not RAG: here its pool for them holds 3, so 7 of 10 go at once. A spool past
     --max-spool-bytes keeps nothing more and counts what it did not keep."""
     spool = tmp_path / "spool"
-    args = ("--settle", "60", "--max-traces", "3", "--spool", str(spool), "--max-spool-bytes", "2000")
+    bound = 3000
+    args = ("--settle", "60", "--max-traces", "3", "--spool", str(spool), "--max-spool-bytes", str(bound))
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
-        channel, export = _sender(serve)
+        channel, export = otlp_export(serve.grpc_port)
         for trace_id in range(100, 110):
-            export(oi_request(_root(trace_id, "Hello there.")), timeout=10)
+            export(oi_request(oi_root(trace_id, "Hello there.")), timeout=10)
         deadline = time.monotonic() + 10
         while serve.stats()["spool_traces"] > 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         stats = serve.stats()
         assert stats["spool_traces"] == 3, stats
         assert (stats["spool_kept"], stats["dropped_not_rag"], stats["spool_full"]) == (10, 7, 0), stats
-        # Each root's record is about 150 bytes: 2000 bytes hold some 13 of them, not 40 more.
+        # Each root's record is about 200 bytes, a done mark 33: 3000 bytes hold some 14 roots, not 40 more.
         for trace_id in range(200, 240):
-            export(oi_request(_root(trace_id, "Hello there.")), timeout=10)
+            export(oi_request(oi_root(trace_id, "Hello there.")), timeout=10)
         channel.close()
         stats = serve.stats()
         assert stats["spool_full"] > 0, stats
-        assert stats["spool_bytes"] <= 2000, stats
+        assert stats["spool_bytes"] <= bound, stats
         assert stats["spool_kept"] + stats["spool_full"] == 50
 
 
@@ -156,8 +142,8 @@ def test_spooled_parts_go_to_the_replay_endpoint_when_one_is_set(
     spool = tmp_path / "spool"
     args = ("--settle", "60", "--spool", str(spool))
     with run_serve(tmp_path, fake_judge.base_url, sink.port, *args) as serve:
-        channel, export = _sender(serve)
-        export(oi_request(_root(31)), timeout=10)
+        channel, export = otlp_export(serve.grpc_port)
+        export(oi_request(oi_root(31)), timeout=10)
         channel.close()
         serve.proc.kill()
         serve.proc.wait(10)
@@ -171,12 +157,12 @@ def test_spooled_parts_go_to_the_replay_endpoint_when_one_is_set(
             ("oi-app", 31)
         ]
         attrs = {kv.key: kv.value.string_value for kv in replayed[0][1].attributes}
-        assert attrs["output.value"] == ANSWER
+        assert attrs["output.value"] == OI_ANSWER
         stats = serve.stats()
         assert (stats["spool_replayed"], stats["spool_refed"], stats["spool_traces"]) == (1, 0, 0), stats
 
 
-def _request(*spans: Span) -> ExportTraceServiceRequest:
+def _request(*spans: OiSpan) -> ExportTraceServiceRequest:
     return ExportTraceServiceRequest.FromString(oi_request(*spans))
 
 
@@ -197,21 +183,21 @@ def test_the_spool_log_survives_a_cut_record_and_a_replay_that_died(tmp_path: Pa
 
     spool = Spool(tmp_path, max_bytes=1 << 20)
     # One request of two traces: each trace gets its own spans only, with their resource.
-    assert spool.keep_parts(_request(_root(5), _retriever(6), _root(6)), {5, 6}) == (2, 0)
+    assert spool.keep_parts(_request(oi_root(5), oi_retriever(6), oi_root(6)), {5, 6}) == (2, 0)
     assert _span_ids(spool.load(6)) == [(6, 2), (6, 1)]
     assert spool.load(5).resource_spans[0].resource.attributes[0].value.string_value == "oi-app"
-    spool.keep_parts(_request(_retriever(5)), {5})
+    spool.keep_parts(_request(oi_retriever(5)), {5})
     (segment,) = tmp_path.iterdir()
     whole = segment.read_bytes()
     segment.write_bytes(whole[:-3])  # the last record, trace 5's retriever, cut short
     assert _span_ids(Spool(tmp_path, 1 << 20).load(5)) == [(5, 1)]
 
     spool = Spool(tmp_path, 1 << 20)
-    spool.keep_parts(_request(_retriever(5)), {5})
+    spool.keep_parts(_request(oi_retriever(5)), {5})
     taken = spool.take(5)
     assert taken is not None
     assert _span_ids(taken[0]) == [(5, 1), (5, 2)]
-    spool.keep_parts(_request(_root(5)), {5})  # kept while the replay was under way
+    spool.keep_parts(_request(oi_root(5)), {5})  # kept while the replay was under way
     # The process dies here, the replay unanswered: the next start has every part.
     again = Spool(tmp_path, 1 << 20)
     assert sorted(_span_ids(again.load(5))) == [(5, 1), (5, 1), (5, 2)]
@@ -219,7 +205,7 @@ def test_the_spool_log_survives_a_cut_record_and_a_replay_that_died(tmp_path: Pa
     # A replay answered: only the parts it took are done.
     taken = again.take(5)
     assert taken is not None
-    again.keep_parts(_request(_retriever(5)), {5})
+    again.keep_parts(_request(oi_retriever(5)), {5})
     again.done(5, taken[1])
     assert _span_ids(again.load(5)) == [(5, 2)]
     assert _span_ids(Spool(tmp_path, 1 << 20).load(5)) == [(5, 2)]
@@ -231,9 +217,9 @@ def test_one_long_held_trace_does_not_pin_the_log(tmp_path: Path) -> None:
     from faithtrace.serve.spool import Spool
 
     spool = Spool(tmp_path, max_bytes=64 << 10)
-    spool.keep_parts(_request(_retriever(1)), {1})
+    spool.keep_parts(_request(oi_retriever(1)), {1})
     for trace_id in range(100, 2100):
-        assert spool.keep_parts(_request(_root(trace_id, "Hello there.")), {trace_id}) == (1, 0)
+        assert spool.keep_parts(_request(oi_root(trace_id, "Hello there.")), {trace_id}) == (1, 0)
         spool.sweep(lambda t: t == 1)
         assert spool.bytes <= 64 << 10
     assert len(list(tmp_path.iterdir())) <= 6
@@ -252,7 +238,7 @@ def test_live_data_larger_than_the_kept_segments_is_not_copied_round(tmp_path: P
     spool = Spool(tmp_path, max_bytes=16 << 10)
     kept = full = 0
     for trace_id in range(1, 400):
-        k, f = spool.keep_parts(_request(_retriever(trace_id)), {trace_id})
+        k, f = spool.keep_parts(_request(oi_retriever(trace_id)), {trace_id})
         kept, full = kept + k, full + f
         spool.sweep(lambda _t: True)
     assert full > 0

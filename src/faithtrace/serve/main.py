@@ -178,7 +178,7 @@ async def serve(args: argparse.Namespace) -> int:
         # since the Collector may route them straight back here.
         found = f"{len(spool)} spooled traces found in {cfg.spool}"
         print(f"faithtrace serve: {found}; sending them on", flush=True)
-        replaying = asyncio.create_task(scorer.replay(cfg.replay_endpoint))
+        replaying = asyncio.create_task(scorer.keeper.replay(cfg.replay_endpoint))
     # Ready (/readyz, --ready-file, the banner) once the judge has started up. Requests that arrive meanwhile
     # are taken and wait for it; /healthz answers throughout.
     warming = asyncio.create_task(scorer.warm_up())

@@ -10,8 +10,8 @@ came; the request carrying the root waits for the score. Held traces are bounded
 them. Everything else is answered at once.
 
 A request answered while a trace it touched is not scored yet (a root before its retriever, a part past
-``hold_s``) leaves that trace's spans only here: with a spool (spool.py) they are written to disk first, and
-a replica that starts on them sends them on (``replay``).
+``hold_s``) leaves that trace's spans only here: with a spool they are written to disk first, and a replica
+that starts on them sends them on (keeper.py).
 
 Load is refused, after a bounded wait for room (admission.py), before any work is admitted (``Saturated``:
 HTTP 429 / RESOURCE_EXHAUSTED with RetryInfo), and so is a transient judge failure (rate limit, timeout,
@@ -34,6 +34,7 @@ from faithtrace._config.settings import Settings
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.evaluations import Evaluations, ResourceKey
+from faithtrace.serve.keeper import Keeper
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import Found, scan
 from faithtrace.serve.spool import Spool
@@ -59,7 +60,6 @@ class Receiver:
         spool: Spool | None = None,
     ) -> None:
         self.settings = settings
-        self.spool = spool
         self.limits = limits
         self.apps = apps
         self.conventions = (FAITHTRACE_REMOTE, *conventions)
@@ -83,7 +83,13 @@ class Receiver:
         self.requests_open = 0
         self.stat_sources: list[Callable[[], dict[str, int]]] = []  # e.g. the Kafka consumer's counters
         self._evaluating: set[int] = set()  # OpenInference traces being scored
-        self._sweeper: asyncio.TimerHandle | None = None
+        self.keeper = Keeper(
+            spool,
+            self.counters,
+            lambda t: self.assembler.tracks(t) or t in self._evaluating,
+            limits.retry_after_s,
+        )
+        self.keeper.refeed = self._refeed
 
     def stats(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -97,8 +103,7 @@ class Receiver:
             "requests_open": self.requests_open,
             "waiting": self.admission.waiting,
             "warm": int(self.warm),
-            "spool_traces": len(self.spool) if self.spool is not None else 0,
-            "spool_bytes": self.spool.bytes if self.spool is not None else 0,
+            **self.keeper.stats(),
         }
 
     async def warm_up(self) -> str | None:
@@ -222,8 +227,8 @@ class Receiver:
                     raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
                 if "failed" in results:
                     raise Unavailable("the results could not be exported")
-            if self.spool is not None and not whole:
-                self._keep_unscored(request, {v.trace_id for _, v in oi} | {t for t, _ in found.roots})
+            if not whole:  # a Kafka message is committed only once its traces are whole: nothing to keep
+                self.keeper.keep(request, {v.trace_id for _, v in oi} | {t for t, _ in found.roots})
         finally:
             self.requests_open -= 1
 
@@ -299,14 +304,13 @@ class Receiver:
             waiter = self._waiters.pop(trace_id, None)
             where = self._trace_resource.pop(trace_id, None)
             if item is None or where is None:
-                if self.closing and self.spool is not None and trace_id in self.spool:
+                if self.closing and trace_id in self.keeper:
                     # Not incomplete: its spans wait on disk for the next start (``replay``).
                     self.counters.spool_left += 1
                     if waiter is not None and not waiter.done():
                         waiter.set_result("ok")
                     continue
-                if self.spool is not None:
-                    self.spool.drop(trace_id)
+                self.keeper.done(trace_id)
                 self._incomplete(reason or INCOMPLETE_NO_ROOT)
                 if waiter is not None and not waiter.done():
                     waiter.set_result("ok")
@@ -351,68 +355,18 @@ class Receiver:
         self._evaluating.discard(item.trace_id)
         if outcome != "ok":
             self.assembler.forget(item.trace_id)  # the re-sent spans must assemble it again
-            if self.spool is not None and item.trace_id in self.spool and not self.closing:
-                # Spans acknowledged earlier are not re-sent by anyone: they join the re-sent ones once the
-                # client has waited as it was told to (a judge still down then fails them again, no sooner).
-                loop = asyncio.get_running_loop()
-                loop.call_later(self.limits.retry_after_s, self._refeed, [item.trace_id])
-        elif self.spool is not None:
-            self.spool.drop(item.trace_id)
+            self.keeper.failed(item.trace_id)
+        else:
+            self.keeper.done(item.trace_id)
         self.admission.freed()
 
-    # --- the spool (spool.py) ------------------------------------------------------------------------------
-    def _keep_unscored(self, request: ExportTraceServiceRequest, touched: set[int]) -> None:
-        """Write the request's spans of every trace it touched that is not scored yet: once answered, the
-        Collector lets go of them. (A root outside OpenInference that came before any span of its trace is
-        remembered by id only, and not kept: every request's roots would be, whenever a trace is held.)"""
-        assert self.spool is not None
-        at_risk = {t for t in touched if self.assembler.tracks(t) or t in self._evaluating}
-        if not at_risk:
-            return
-        kept, full = self.spool.keep_parts(request, at_risk)
-        self.counters.spool_kept += kept
-        self.counters.spool_full += full
-        if self._sweeper is None and len(self.spool):
-            self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
-
-    def _sweep(self) -> None:
-        """Drop the files of traces that left without an evaluation (dropped as not RAG, scored in the app);
-        once a second while the spool holds any, rather than on every drop."""
-        self._sweeper = None
-        if self.spool is None or self.closing:
-            return
-        self.spool.sweep(lambda t: self.assembler.tracks(t) or t in self._evaluating)
-        if len(self.spool):
-            self._sweeper = asyncio.get_running_loop().call_later(1.0, self._sweep)
-
     def _refeed(self, trace_ids: list[int]) -> None:
-        """Put spooled spans back into this replica's assembler, as if they had just come (nobody waits)."""
-        if self.spool is None or self.closing:
-            return
+        """Put spooled spans (keeper.py) back into the assembler, as if they had just come (nobody waits)."""
         loop = asyncio.get_running_loop()
         for trace_id in trace_ids:
-            found = scan(self.spool.load(trace_id), self.watched, self.conventions)
+            found = scan(self.keeper.load(trace_id), self.watched, self.conventions)
             _, oi = self._split(found)
             self._admit([], oi, found.roots, found.resources, loop.time())
-            self.counters.spool_refed += 1
-        if self._sweeper is None and len(self.spool):
-            self._sweeper = loop.call_later(1.0, self._sweep)
-
-    async def replay(self, endpoint: str | None, attempts: int = 30, first: list[int] | None = None) -> None:
-        """The spooled traces found at start (or left at stop): sent to ``endpoint``, the Collector's replay
-        receiver, whose load balancer routes each to the replica that owns its trace now (the ring may have
-        changed while this one was away); each file goes once the Collector took it. Without an endpoint they
-        are fed to this replica's own assembler (right with the static resolver, or a single replica)."""
-        if self.spool is None or not len(self.spool):
-            return
-        if not endpoint:
-            self._refeed(self.spool.traces())
-            return
-        from faithtrace.serve.replay import send_spool
-
-        replayed, failed = await send_spool(self.spool, endpoint, attempts, first or [])
-        self.counters.spool_replayed += replayed
-        self.counters.spool_replay_failed += failed
 
     # --- shutdown ------------------------------------------------------------------------------------------
     async def drain(self, timeout_s: float, replay_endpoint: str | None = None) -> None:
@@ -421,20 +375,18 @@ class Receiver:
         self.closing = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        if self._sweeper is not None:
-            self._sweeper.cancel()
         # RAG traces first, should the deadline come before the rest (roots that came alone, most of them
         # chat traces').
-        spooled = self.spool.traces() if self.spool is not None else []
-        first = [t for t in spooled if self.assembler.has_retriever(t) or t in self._evaluating]
+        first = self.keeper.stop(lambda t: self.assembler.has_retriever(t) or t in self._evaluating)
         self._dispatch(self.assembler.due(loop.time(), closing=True))
         await self.evaluations.drain(timeout_s)
         if self._timer is not None:
             self._timer.cancel()
-        if self.spool is not None and replay_endpoint and len(self.spool):
+        if replay_endpoint:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    self.replay(replay_endpoint, attempts=3, first=first), max(0.1, deadline - loop.time())
+                    self.keeper.replay(replay_endpoint, attempts=3, first=first),
+                    max(0.1, deadline - loop.time()),
                 )
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.apps.close)
