@@ -23,6 +23,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
+
+from benchmarks._shared import common as _common
+
 HERE = Path(__file__).resolve().parents[1]  # benchmarks/: data/ and results/
 PROBES = HERE / "data/probes.jsonl"
 
@@ -137,6 +141,18 @@ def rethreshold(
     return out
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per label and split, how many probes there are and how many were caught; what the page's headline
+    reads, next to the per-probe rows."""
+    out: dict[str, Any] = {}
+    for label in ("contradiction", "faithful"):
+        for split in ("tune", "heldout", "all"):
+            sel = [r for r in rows if r["label"] == label and (split == "all" or r["split"] == split)]
+            out.setdefault(label, {})[split] = {"n": len(sel), "caught": sum(bool(r["caught"]) for r in sel)}
+    out["errors"] = sum(r["outcome"] == "error" for r in rows)
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| probes | split | n | caught | share |", "|---|---|---|---|---|"]
     for label, what in (
@@ -207,6 +223,11 @@ def main() -> None:
         rows = run(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        # The run's date, command and machine and the counts, beside the rows (probes_rows -> probes.json).
+        doc = {"split": args.split, "options": args.options, "summary": summary(rows)}
+        doc["rows_file"] = args.out.name
+        summary_out = args.out.with_name(args.out.stem.removesuffix("_rows") + ".json")
+        _common.write_results("probes", doc, summary_out)
     print(table(rows))
 
 
