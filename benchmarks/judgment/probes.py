@@ -105,9 +105,9 @@ def rethreshold(
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
     run already applied its own, lower threshold), then ``policy`` lowers a "yes" as ``verdict_checks`` does.
     A claim that is not "yes" fails the answer (``fail_on_contradiction``) when the judge wrote "no" or the
-    checks found a mechanical contradiction. Rows written before issue 25 recorded ``judge_verdict`` after the
-    confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers than a
-    run would.
+    checks found a mechanical contradiction. Rows whose claims carry no ``status`` recorded ``judge_verdict``
+    after the confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers
+    than a run would.
     """
     from faithtrace.scoring import contradictions, grounding, verdict_checks
 
@@ -170,8 +170,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         by_kind[r["kind"]].append(r)
     for kind, sel in by_kind.items():
         lines.append(f"| {kind} ({sel[0]['label']}) | {len(sel)} | {sum(r['caught'] for r in sel)} |")
-    # What each claim was recorded as (rows written since issue 25): a false claim the judge was unsure of is
-    # "not_confirmed", never "contradicted"; either way it counts against the score.
+    # What each claim was recorded as (rows whose claims carry a status): a false claim the judge was unsure
+    # of is "not_confirmed", never "contradicted"; either way it counts against the score.
     claims = [(r["label"], c) for r in rows for c in r["claims"]]
     if claims and all("status" in c for _, c in claims):
         for what, sel in (
