@@ -73,6 +73,7 @@ class FakeJudge:
         self.requests: list[dict[str, Any]] = []
         self.mode = "ok"  # ok | status | hang | garbage
         self.status = 500
+        self.delay_s = 0.0  # how long each reply takes: a judge slower than the requests it scores
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.base_url = ""
@@ -108,6 +109,8 @@ class FakeJudge:
         with self.lock:
             self.requests.append(body)
             n = len(self.requests)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         if self.mode == "status":
             return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if self.mode == "hang":
