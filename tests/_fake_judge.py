@@ -23,6 +23,15 @@ from faithtrace import JudgeSettings
 
 MODEL = "openai/fake-judge"
 REASON_TEXT = "Some statements in the answer are not backed by the documents."
+# A passage, a question and two answers this judge tells apart: the failing one's second claim says "never"
+# ("no"); the passing one is a passage sentence word for word (proven in code, no judge request).
+WARRANTY_CONTEXTS = [
+    "Every Voltaro frame has a 5-year warranty. "
+    "Batteries are covered for 2 years or 500 charge cycles, whichever comes first.",
+]
+WARRANTY_QUESTION = "How long is the warranty?"
+FAILING_ANSWER = "Every Voltaro frame has a 5-year warranty. Batteries are never covered by the warranty."
+PASSING_ANSWER = "Every Voltaro frame has a 5-year warranty."
 
 
 def _tagged(text: str, tag: str) -> str:

@@ -84,8 +84,9 @@ class MetricSink(metrics_service_pb2_grpc.MetricsServiceServicer):
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
 
-@pytest.fixture
-def sink() -> Iterator[Sink]:
+@contextlib.contextmanager
+def running_sink() -> Iterator[Sink]:
+    """A Sink served over OTLP/gRPC on 127.0.0.1 for the duration of the block (benchmarks use it too)."""
     s = Sink()
     s.metrics = MetricSink()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -97,6 +98,12 @@ def sink() -> Iterator[Sink]:
         yield s
     finally:
         server.stop(0)
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    with running_sink() as s:
+        yield s
 
 
 class Serve:

@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
+import _fake_judge
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _fleet_fixtures import COLLECTOR, Proc, otelcol_binary, read_spans, tcp_open, wait_until
@@ -38,13 +39,8 @@ from faithtrace._telemetry import names as n
 pytestmark = pytest.mark.backend
 
 SERVICE = "tail-sampled-app"
-CONTEXTS = [
-    "Every Voltaro frame has a 5-year warranty. "
-    "Batteries are covered for 2 years or 500 charge cycles, whichever comes first.",
-]
-QUESTION = "How long is the warranty?"
-FAILING = "Every Voltaro frame has a 5-year warranty. Batteries are never covered by the warranty."
-PASSING = "Every Voltaro frame has a 5-year warranty."
+CONTEXTS, QUESTION = _fake_judge.WARRANTY_CONTEXTS, _fake_judge.WARRANTY_QUESTION
+FAILING, PASSING = _fake_judge.FAILING_ANSWER, _fake_judge.PASSING_ANSWER
 DECISION_WAIT_S = 6  # the kit waits 60 s; the hold here is 3 s, so this leaves the same kind of margin
 HOLD_S = 3.0
 

@@ -9,6 +9,7 @@ exporter, Phoenix (its ingestion, REST API and UI), and Debian's Chromium driven
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
+import _fake_judge
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _phoenix_fixtures import PhoenixServer
@@ -39,14 +41,8 @@ ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts")
 NODE_MODULES = Path.home() / ".cache" / "faithtrace" / "node" / "node_modules"
 SCRIPT = Path(__file__).parent / "browser" / "phoenix_list.cjs"
 PROJECT = "faithtrace-browser"
-CONTEXTS = [
-    "Every Voltaro frame has a 5-year warranty. "
-    "Batteries are covered for 2 years or 500 charge cycles, whichever comes first.",
-]
-QUESTION = "How long is the warranty?"
-# The fake judge says "yes" to a claim whose words are all in the context and "no" to one saying "never".
-FAILING = "Every Voltaro frame has a 5-year warranty. Batteries are never covered by the warranty."
-PASSING = "Every Voltaro frame has a 5-year warranty."
+CONTEXTS, QUESTION = _fake_judge.WARRANTY_CONTEXTS, _fake_judge.WARRANTY_QUESTION
+FAILING, PASSING = _fake_judge.FAILING_ANSWER, _fake_judge.PASSING_ANSWER
 
 
 def _missing(what: str) -> None:
@@ -71,16 +67,18 @@ def browser_tools() -> tuple[str, str, Path]:
 
 @pytest.fixture
 def traced_to_phoenix(phoenix_server: PhoenixServer, fake_judge: FakeJudge) -> Iterator[TracerProvider]:
-    resource = Resource.create({"service.name": "rag-support", "openinference.project.name": PROJECT})
+    with _traced(phoenix_server, "rag-support", PROJECT, fake_judge.settings()) as provider:
+        yield provider
+
+
+@contextlib.contextmanager
+def _traced(phoenix: PhoenixServer, service: str, project: str, judge: Any) -> Iterator[TracerProvider]:
+    """An app's provider exporting to Phoenix's ``project``, and faithtrace writing annotations there."""
+    resource = Resource.create({"service.name": service, "openinference.project.name": project})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=phoenix_server.otlp_http_traces_url))
-    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=phoenix.otlp_http_traces_url)))
     faithtrace.configure(
-        tracer_provider=provider,
-        judge=fake_judge.settings(),
-        annotations="phoenix",
-        phoenix_endpoint=phoenix_server.http_url,
+        tracer_provider=provider, judge=judge, annotations="phoenix", phoenix_endpoint=phoenix.http_url
     )
     try:
         yield provider
@@ -368,23 +366,11 @@ def _stat(text: str, name: str) -> str:
 
 @pytest.fixture
 def latency_app(phoenix_server: PhoenixServer, fake_judge: FakeJudge) -> Iterator[TracerProvider]:
-    resource = Resource.create({"service.name": "rag-latency", "openinference.project.name": LATENCY_PROJECT})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=phoenix_server.otlp_http_traces_url))
-    )
     fake_judge.delay_s = JUDGE_DELAY_S
-    faithtrace.configure(
-        tracer_provider=provider,
-        judge=fake_judge.settings(model=JUDGE_MODEL),
-        annotations="phoenix",
-        phoenix_endpoint=phoenix_server.http_url,
-    )
-    try:
-        yield provider
-    finally:
-        faithtrace.shutdown(timeout=10)
-        provider.shutdown()
+    with _traced(
+        phoenix_server, "rag-latency", LATENCY_PROJECT, fake_judge.settings(model=JUDGE_MODEL)
+    ) as tp:
+        yield tp
 
 
 def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_on_its_rag_span(

@@ -22,15 +22,7 @@ from opentelemetry.sdk.metrics.export import Gauge, Histogram, Sum
 from opentelemetry.trace import SpanKind, StatusCode
 
 from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
-from _trace_fixtures import (  # noqa: F401
-    CONTEXT,
-    QUESTION,
-    clean_env,
-    evaluation_of,
-    ft,
-    judge_root_of,
-    point,
-)
+from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, judge_root_of, point  # noqa: F401
 from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
@@ -39,6 +31,24 @@ ANSWER = "The capital of France is Paris. The Seine never flows through Paris. P
 
 
 _ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True)
+_COUNTS = (
+    n.EVAL_CLAIMS_TOTAL,
+    n.EVAL_CLAIMS_YES,
+    n.EVAL_CLAIMS_NO,
+    n.EVAL_CLAIMS_IDK,
+    n.EVAL_CLAIMS_UNJUDGED,
+)
+
+
+def _pop_result(attrs: dict[str, Any]) -> None:
+    """Take ANSWER's result out of ``attrs``, checking it: outcome, score, label, threshold, claim counts."""
+    assert attrs.pop(n.EVAL_OUTCOME) == "scored"
+    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_VALUE) == pytest.approx(1 / 3)
+    assert attrs.pop(n.EVAL_FAITHFULNESS) == pytest.approx(2 / 3)
+    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
+    assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
+    assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
+    assert [attrs.pop(k) for k in _COUNTS] == [3, 1, 1, 1, 0]  # total, yes, no, idk, unjudged
 
 
 def test_the_evaluation_on_the_rag_span_and_the_judge_calls_in_a_trace_of_their_own(
@@ -75,23 +85,7 @@ def test_the_evaluation_on_the_rag_span_and_the_judge_calls_in_a_trace_of_their_
     # sampling.
     assert attrs.pop(n.GEN_AI_EVALUATION_NAME) == "faithfulness"
     assert attrs.pop(n.EVAL_PLACEMENT) == "rag_span"
-    assert attrs.pop(n.EVAL_OUTCOME) == "scored"
-    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_VALUE) == pytest.approx(1 / 3)
-    assert attrs.pop(n.EVAL_FAITHFULNESS) == pytest.approx(2 / 3)
-    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
-    assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
-    assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
-    counts = [
-        attrs.pop(k)
-        for k in (
-            n.EVAL_CLAIMS_TOTAL,
-            n.EVAL_CLAIMS_YES,
-            n.EVAL_CLAIMS_NO,
-            n.EVAL_CLAIMS_IDK,
-            n.EVAL_CLAIMS_UNJUDGED,
-        )
-    ]
-    assert counts == [3, 1, 1, 1, 0]
+    _pop_result(attrs)
     for key in (n.EVAL_QUEUE_WAIT, n.EVAL_DURATION):  # seconds, to the millisecond
         value = attrs.pop(key)
         assert isinstance(value, float)
@@ -199,12 +193,7 @@ def test_the_child_evaluation_span_its_events_and_judge_call_spans(
     assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "EVALUATOR"
     assert attrs.pop(n.FUNCTION) == "support-bot"
     assert attrs.pop(n.EVAL_PLACEMENT) == "child"
-    assert attrs.pop(n.EVAL_OUTCOME) == "scored"
-    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_VALUE) == pytest.approx(1 / 3)
-    assert attrs.pop(n.EVAL_FAITHFULNESS) == pytest.approx(2 / 3)
-    assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
-    assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
-    assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
+    _pop_result(attrs)
     # Readable without clicks in UIs that show OpenInference input/output (Phoenix's list row and Info tab).
     assert attrs.pop(n.INPUT_VALUE) == ANSWER
     assert attrs.pop(n.OUTPUT_MIME_TYPE) == "application/json"
@@ -219,17 +208,6 @@ def test_the_child_evaluation_span_its_events_and_judge_call_spans(
     ]
     assert output["claims"][1]["reason"] == "checked claim 2"
     assert {c["decided_by"] for c in output["claims"]} == {"judge"}
-    counts = [
-        attrs.pop(k)
-        for k in (
-            n.EVAL_CLAIMS_TOTAL,
-            n.EVAL_CLAIMS_YES,
-            n.EVAL_CLAIMS_NO,
-            n.EVAL_CLAIMS_IDK,
-            n.EVAL_CLAIMS_UNJUDGED,
-        )
-    ]
-    assert counts == [3, 1, 1, 1, 0]
     assert isinstance(attrs.pop(n.EVAL_QUEUE_WAIT), float)
     assert isinstance(attrs.pop(n.EVAL_DURATION), float)
     assert attrs.pop(n.EVAL_INPUT_TOKENS) > 0

@@ -14,16 +14,7 @@ from opentelemetry.trace import StatusCode
 
 import faithtrace
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
-from _trace_fixtures import (  # noqa: F401
-    CONTEXT,
-    FAITHFUL,
-    QUESTION,
-    clean_env,
-    evaluation_of,
-    ft,
-    judge_root_of,
-    point,
-)
+from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, evaluation_of, ft, judge_root_of, point  # noqa: F401
 from faithtrace import WorkerOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
