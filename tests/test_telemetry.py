@@ -315,6 +315,7 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_INTERNAL_ERRORS: Sum,
         n.METRIC_EXPORTER_ERRORS: Sum,
         n.METRIC_ANNOTATIONS: Sum,
+        n.METRIC_HOST_ERRORS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
     }
     assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))

@@ -13,7 +13,7 @@ from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeEr
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
 from faithtrace.cli.output import Output
-from faithtrace.judge import Judge
+from faithtrace.judge import Judge, litellm_is_ours
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import STATUS_TEXT, ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
@@ -240,6 +240,7 @@ def _cmd_judge(args: argparse.Namespace, out: Output) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    litellm_is_ours()  # this process is the command's: litellm's process-wide settings are ours to set
     out = Output(plain=getattr(args, "plain", False))
     try:
         if args.command == "eval":
