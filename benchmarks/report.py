@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: `benchmarks.*`
 
-import _common
+from benchmarks._shared import common as _common
 
 HERE = Path(__file__).resolve().parent
 PAGE = HERE.parent / "docs" / "benchmarks.md"
@@ -254,7 +254,9 @@ def fleet_ceiling(doc: dict[str, Any]) -> str:
 
 
 def probes(rows: list[dict[str, Any]]) -> str:
-    import probes as probes_script  # the script's own table, so the page and `--table-only` agree
+    from benchmarks.judgment import (
+        probes as probes_script,  # the script's own table, so the page and `--table-only` agree
+    )
 
     return (
         "## probes (embedded judge, 100 hand-written probes, default options)\n\n"

@@ -28,8 +28,8 @@ import yaml
 
 from faithtrace._telemetry import names
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _common import fake_judge  # the benchmarks' fixed-latency judge, in its own process
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: `benchmarks.*`
+from benchmarks._shared.common import fake_judge  # the benchmarks' fixed-latency judge, in its own process
 
 from _ports import free_port
 

@@ -18,12 +18,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))  # `benchmarks.*`
 
-import _accuracy_metrics  # noqa: E402
-import _common  # noqa: E402
-import _fakejudge  # noqa: E402
-import report  # noqa: E402
+from benchmarks import report  # noqa: E402
+from benchmarks._shared import common as _common  # noqa: E402
+from benchmarks._shared import fakejudge as _fakejudge  # noqa: E402
+from benchmarks._shared import metrics as _accuracy_metrics  # noqa: E402
 
 
 def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -48,7 +48,8 @@ def fake_judge_url() -> Iterator[str]:
 def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None:
     out = tmp_path / "overhead.json"
     proc = _run(
-        "overhead.py", "--calls", "50", "--rounds", "2", "--lead-in", "20", "--no-peers", "--out", str(out)
+        "request_path/overhead.py", "--calls", "50", "--rounds", "2", "--lead-in", "20", "--no-peers",
+        "--out", str(out),
     )  # fmt: skip
     data = json.loads(out.read_text())
     rows = {r["variant"]: r for r in data["results"]}
@@ -72,7 +73,7 @@ def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None
 def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
     _run(
-        "throughput.py",
+        "request_path/throughput.py",
         "--latency", "0.02",
         "--concurrency", "2",
         "--per-worker", "2",
@@ -106,7 +107,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
 
 def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -> None:
     out = tmp_path / "eval-cpu.json"
-    _run("eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
+    _run("request_path/eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
     modes = {m["mode"]: m for m in json.loads(out.read_text())["modes"]}
     local, remote = modes["in-process"], modes["remote"]
     assert local["errors"] == []
@@ -131,7 +132,7 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
     data_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "accuracy.json"
     _run(
-        "accuracy.py",
+        "judgment/accuracy.py",
         "--data", str(data_file),
         "--limit", "1",
         "--systems", "faithtrace",
@@ -159,8 +160,9 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
 
     # --resume keeps finished rows: nothing is scored again, the figures are the same.
     before = rows_file.read_text()
-    _run("accuracy.py", "--data", str(data_file), "--limit", "1", "--systems", "faithtrace", "--resume",
-         "--judge-model", "openai/bench-fake", "--api-base", fake_judge_url, "--out", str(out))  # fmt: skip
+    _run("judgment/accuracy.py", "--data", str(data_file), "--limit", "1", "--systems", "faithtrace",
+         "--resume", "--judge-model", "openai/bench-fake", "--api-base", fake_judge_url,
+         "--out", str(out))  # fmt: skip
     assert rows_file.read_text() == before
     assert json.loads(out.read_text())["systems"]["faithtrace"] == ft
 
@@ -174,7 +176,7 @@ def test_metrics_match_hand_computed_values() -> None:
 
 
 def test_accuracy_ranks_by_the_claims_final_verdicts_and_the_judges_confidence() -> None:
-    import accuracy
+    from benchmarks.judgment import accuracy
 
     claims = [
         ["Proven.", "yes", None, "proof", None],
@@ -244,7 +246,7 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
         ["Bake it and cover with foil.", "yes", None, "judge", 0.6],
     ]
     rows.write_text(json.dumps({"system": "faithtrace", "id": "r", "score": 1.0, "claims": claims}) + "\n")
-    out = _run("claim_level.py", str(rows), "--data", str(data)).stdout
+    out = _run("judgment/claim_level.py", str(rows), "--data", str(data)).stdout
     assert "{'proof': [1, 0], 'judge': [2, 1]}" in out
     assert "judged claims: 2, labelled false: 1" in out
     assert "claim-level AUROC of 1 - P(supported): 1.0" in out
@@ -256,7 +258,8 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
 
 @pytest.mark.judge
 def test_judge_speed_prints_prompt_and_decode_times_from_the_real_model() -> None:
-    out = _run("judge_speed.py", "--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2").stdout
+    args = ("--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2")
+    out = _run("judgment/judge_speed.py", *args).stdout
     assert "48 prompt tokens" in out
     for line in ("logits for every position:", "logits for the last only:", "ms per token", "verdict reply"):
         assert line in out
@@ -277,7 +280,7 @@ def test_budget_counts_evaluations_over_the_limits_and_compares_runs(tmp_path: P
     other = [row("1", (1000, 50), 12.0, 0.9), row("2", (1200, 60), 20.0, 0.5)]
     ours.write_text("".join(json.dumps(r) + "\n" for r in mine))
     theirs.write_text("".join(json.dumps(r) + "\n" for r in other))
-    out = _run("budget.py", str(ours), "--against", str(theirs)).stdout
+    out = _run("judgment/budget.py", str(ours), "--against", str(theirs)).stdout
     assert "2 of 3 evaluations called the judge" in out
     assert "judge tokens: mean 1155.0, median 1155.0, 90th percentile 1260.0, max 1260.0; over 1,100: 1" in (
         out

@@ -121,7 +121,7 @@ def test_fleet_balances_by_trace_id_through_one_persistent_queue() -> None:
     assert config["extensions"][storage]["fsync"] is True
     # Queued requests go out in parts of a few spans, many at once: the load balancer sends one request to its
     # backends one after another, each answering once it has scored its share, so whole app batches had the
-    # replicas take turns (benchmarks/fleet.py). Nothing waits to be merged.
+    # replicas take turns (benchmarks/fleet/fleet.py). Nothing waits to be merged.
     batch = queue["batch"]
     assert batch["sizer"] == "items"
     assert 0 < batch["max_size"] <= 64

@@ -13,7 +13,7 @@ It prints, per combination, answer-level AUROC (risk = the highest token probabi
 (a token is hallucinated when its characters overlap a labelled span). ``--window-tokens`` reads with shorter
 windows than the model's own length, so that more rows need several windows.
 
-    python benchmarks/detector_windows.py --model DIR [--window-tokens 256] [--limit 0]
+    python benchmarks/detector/detector_windows.py --model DIR [--window-tokens 256] [--limit 0]
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _accuracy_metrics as metrics
-import _common
+from benchmarks._shared import common as _common
+from benchmarks._shared import metrics
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_dev.jsonl"
 COMBINATIONS = ("first", "min", "max")
 
 

@@ -4,7 +4,7 @@ scenarios at full size.
 Every figure comes from real processes on 127.0.0.1: a KRaft broker (collector/fetch-kafka.sh), the Collector
 that collector/build.sh builds running collector/otelcol/fleet-kafka.yaml (Kafka exporter keyed by trace ID,
 persistent queue; results back on its results receiver into a `file` sink), `faithtrace serve --kafka`
-replicas in one consumer group, and the fixed-latency judge stand-in (benchmarks/_fakejudge.py).
+replicas in one consumer group, and the fixed-latency judge stand-in (benchmarks/_shared/fakejudge.py).
 
 1. scaling: the decorated app sends T RAG traces through the Collector into the topic first; then each run
    starts N replicas in a fresh consumer group, which reads the whole topic from the start. The rate is
@@ -16,8 +16,8 @@ replicas in one consumer group, and the fixed-latency judge stand-in (benchmarks
    no fault, saturated replicas, `kill -9` of a replica, a broker restart, a Collector SIGKILL and a graceful
    Collector restart (SIGTERM, SIGKILL after 60 s): missing, duplicates, how long the Collector took to stop.
 
-    python benchmarks/fleet_kafka.py --quick        # ~6 min on 2 cores
-    python benchmarks/fleet_kafka.py                # 600 traces per scaling run, 500 per scenario
+    python benchmarks/fleet/fleet_kafka.py --quick        # ~6 min on 2 cores
+    python benchmarks/fleet/fleet_kafka.py                # 600 traces per scaling run, 500 per scenario
 
 On a shared 2-core machine the app, the Collector, the broker, the judge and every replica compete for the
 same cores: read the ratios, the CPU per evaluation, and the load average printed with the results.
@@ -34,12 +34,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-import _common  # noqa: E402
-from fleet import _cpu_seconds, _steady_rate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # `benchmarks.*`
+sys.path.insert(0, str(ROOT / "tests"))  # the fleet fixtures the tests use
 
 from _fleet_fixtures import (  # noqa: E402
     EVALUATION_SPAN,
@@ -54,6 +51,8 @@ from _fleet_fixtures import (  # noqa: E402
     wait_until,
 )
 from _kafka_fixtures import Broker, app_answers, kafka_broker, kafka_fleet, start_oi_app  # noqa: E402
+from benchmarks._shared import common as _common  # noqa: E402
+from benchmarks.fleet.fleet import _cpu_seconds, _steady_rate  # noqa: E402
 
 
 def _cpu(proc: Proc | None) -> float:

@@ -8,7 +8,7 @@ over the rows both have, how many claim lists are identical, how many verdicts c
 runs judged, matched by text), the largest change of P(yes), whether the tokens are the same and both mean
 times: a change meant to be faster only (same replies) must show zero changes there.
 
-    python benchmarks/budget.py /tmp/new_rows.jsonl --against benchmarks/results/accuracy_rows.jsonl
+    python benchmarks/judgment/budget.py /tmp/new_rows.jsonl --against benchmarks/results/accuracy_rows.jsonl
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _common
+from benchmarks._shared import common as _common
 
 TOKENS, SECONDS = 1100, 15.0
 

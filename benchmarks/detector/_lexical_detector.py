@@ -7,7 +7,7 @@ with a WordPiece tokenizer trained here on the RAGTruth train answers and passag
 baseline finds in *some* window is in the context, which is exactly what ``min`` over windows keeps.
 Needs ``onnx`` and ``tokenizers``.
 
-    python benchmarks/_lexical_detector.py DIR [--max-length 512] [--data TRAIN.jsonl]
+    python benchmarks/detector/_lexical_detector.py DIR [--max-length 512] [--data TRAIN.jsonl]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_train.jsonl"
+DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_train.jsonl"
 
 
 def _tokenizer(out: Path, data: Path) -> int:

@@ -2,12 +2,12 @@
 
 Everything faithtrace does for a sampled-in call counts: the request path's capture and hand-off, the span's
 end and export, and the background scoring (prompt building, litellm's client, reply parsing, the
-evaluation span and metrics). The judge is the stand-in from ``_fakejudge.py`` in its own process, so its
-CPU is not counted; the host function itself does no work. Per round: N decorated calls, then
+evaluation span and metrics). The judge is the stand-in from ``benchmarks/_shared/fakejudge.py`` in its own
+process, so its CPU is not counted; the host function itself does no work. Per round: N decorated calls, then
 ``faithtrace.flush()``; the process's CPU time (user + system, all threads) over the round, divided by N,
 minus the same for N calls of the undecorated function. Rounds are repeated and summarised by the median.
 
-    python benchmarks/eval_cpu.py --quick
+    python benchmarks/request_path/eval_cpu.py --quick
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _common
-import _throughput_setup as setup
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
 import faithtrace
+from benchmarks._shared import common as _common
+from benchmarks.request_path import _throughput_setup as setup
 
 QUESTION = "What is the refund window?"
 

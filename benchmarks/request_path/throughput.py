@@ -16,8 +16,8 @@ worker's threads, in this process), against the first RAGTruth dev row's passage
 evaluation reads at least one full window. This is the measurement that says whether the detector must run
 in a process of its own.
 
-    python benchmarks/throughput.py --quick
-    python benchmarks/throughput.py --quick --detector-model DIR --concurrency 1,2
+    python benchmarks/request_path/throughput.py --quick
+    python benchmarks/request_path/throughput.py --quick --detector-model DIR --concurrency 1,2
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _common
-import _throughput_setup as setup
+from benchmarks._shared import common as _common
+from benchmarks.request_path import _throughput_setup as setup
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_dev.jsonl"
 
 
 def _host_work(question: str, contexts: list[str]) -> str:

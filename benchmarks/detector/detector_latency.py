@@ -6,7 +6,7 @@ pipeline included (claims, windows, spans, verdicts; no LLM). Printed: p50 / p95
 evaluation, model inputs (windows) per evaluation, the first evaluation's time (model load included) and
 peak RSS. ``--model`` may be an untrained export (``_untrained_detector.py``): timing needs no training.
 
-    python benchmarks/detector_latency.py --model DIR [--limit 40] [--threads N]
+    python benchmarks/detector/detector_latency.py --model DIR [--limit 40] [--threads N]
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _common
+from benchmarks._shared import common as _common
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_dev.jsonl"
 LENGTH_RULE_WORDS = 130
 
 

@@ -12,8 +12,8 @@ and prints seconds for:
   tokens': first with llama-cpp-python's own sampling and log-probability code, then with faithtrace's
   server patches (``faithtrace.judge.local.llama_speed``). The two replies must be the same; it says so.
 
-    python benchmarks/judge_speed.py                   # 1,200 prompt tokens, 2 threads
-    python benchmarks/judge_speed.py --threads 1
+    python benchmarks/judgment/judge_speed.py                   # 1,200 prompt tokens, 2 threads
+    python benchmarks/judgment/judge_speed.py --threads 1
 
 Run it with nothing else busy: the figures are CPU time on this machine, not a target.
 """

@@ -6,7 +6,7 @@ dev row over and over (the GIL is shared: tokenizing and the spans hold it, onnx
 while another process does the same (no GIL in common, the same CPU taken). If the thread is no worse than
 the process, a shared detector process would buy nothing.
 
-    python benchmarks/detector_gil.py --model DIR [--rounds 4] [--seconds 8]
+    python benchmarks/detector/detector_gil.py --model DIR [--rounds 4] [--seconds 8]
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _common
-import throughput
+from benchmarks._shared import common as _common
+from benchmarks.request_path import throughput
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_dev.jsonl"
 
 
 def _busy(model_dir: str, data: str, stop: threading.Event) -> None:

@@ -6,9 +6,9 @@ or ``--judge-model``, and prints per kind and per split: how many contradictions
 threshold, how many paraphrases pass, and judge tokens and seconds per evaluation. Per-probe results (with
 each claim's verdict, who decided it and P(yes)) go to ``results/probes_rows.jsonl``.
 
-    python benchmarks/probes.py                      # default options, embedded judge
-    python benchmarks/probes.py --split tune         # only the tuning two thirds
-    python benchmarks/probes.py --detector-model DIR --out results/probes_detector_rows.jsonl
+    python benchmarks/judgment/probes.py                      # default options, embedded judge
+    python benchmarks/judgment/probes.py --split tune         # only the tuning two thirds
+    python benchmarks/judgment/probes.py --detector-model DIR --out results/probes_detector_rows.jsonl
                                                      # the trained detector decides (no LLM)
 """
 
@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # benchmarks/: data/ and results/
 PROBES = HERE / "data/probes.jsonl"
 
 

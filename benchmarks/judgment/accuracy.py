@@ -15,8 +15,8 @@ calls an answer hallucinated iff it has more than 130 words.
 ``--systems detector --detector-model DIR`` scores with the trained detector alone (no LLM): the judge is not
 resolved (nor the embedded one started) unless another system needs it.
 
-    python benchmarks/accuracy.py --quick
-    python benchmarks/accuracy.py --systems detector --detector-model DIR --limit 0
+    python benchmarks/judgment/accuracy.py --quick
+    python benchmarks/judgment/accuracy.py --systems detector --detector-model DIR --limit 0
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _accuracy_metrics as metrics
-import _common
+from benchmarks._shared import common as _common
+from benchmarks._shared import metrics
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/ragtruth_qa_dev.jsonl"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared/data/ragtruth_qa_dev.jsonl"
 PEERS_VENV_PYTHON = Path.home() / ".cache/faithtrace/bench-peers-venv/bin/python"
 LENGTH_RULE_WORDS = 130
 PEER_THRESHOLD = 0.5  # DeepEval's default threshold; RAGAS has none, so the same midpoint

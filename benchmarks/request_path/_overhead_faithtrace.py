@@ -7,12 +7,12 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from benchmarks.request_path._overhead_bench import Variant
+
 
 def add(
     bench: Any, rag: Callable[[str, list[str]], str], exporter: InMemorySpanExporter, provider: Any
 ) -> None:
-    from _overhead_variants import Variant
-
     try:
         import faithtrace
 
@@ -84,9 +84,8 @@ def add(
 
 def _parked_judge(bench: Any) -> Any:
     """A loopback judge that takes an hour per request: jobs wait on a socket and cost no CPU in the run."""
-    import _common
-
     import faithtrace
+    from benchmarks._shared import common as _common
 
     cm = _common.fake_judge(3600.0, max_seconds=3600.0)
     base = cm.__enter__()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-RESULTS_DIR = HERE / "results"
+RESULTS_DIR = HERE.parent / "results"
 
 
 def machine() -> dict[str, Any]:
@@ -113,7 +113,7 @@ def fake_judge(latency_s: float, *, items: int = 3, max_seconds: float = 3600.0)
     proc = subprocess.Popen(
         [
             sys.executable,
-            str(HERE / "_fakejudge.py"),
+            str(HERE / "fakejudge.py"),
             "--latency",
             str(latency_s),
             "--items",

@@ -5,7 +5,8 @@ what a real detector of this size costs per window on this CPU before any traine
 ``scoring.detector_model`` at it for scoring. Needs torch and transformers (the training venv, see
 ``training/``), and the base encoder directory (``config.json``, ``model.safetensors``, ``tokenizer.json``).
 
-    python benchmarks/_untrained_detector.py --base ~/.cache/faithtrace/base/all-mpnet-base-v2 --out DIR
+    python benchmarks/detector/_untrained_detector.py \\
+        --base ~/.cache/faithtrace/base/all-mpnet-base-v2 --out DIR
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import shutil
 from pathlib import Path
 
 # The input contract, read from its file: the training venv has torch but not faithtrace's dependencies.
-_INPUTS = Path(__file__).resolve().parents[1] / "src/faithtrace/judge/detector/inputs.py"
+_INPUTS = Path(__file__).resolve().parents[2] / "src/faithtrace/judge/detector/inputs.py"
 _spec = importlib.util.spec_from_file_location("_detector_inputs", _INPUTS)
 assert _spec is not None
 assert _spec.loader is not None

@@ -16,7 +16,7 @@ The peers (OpenInference, Logfire, Langfuse) are imported when installed; if the
 venv exists (see README), the script re-runs itself under that venv's interpreter so all variants share one
 process. A peer that still cannot be imported is reported as "not installed".
 
-    python benchmarks/overhead.py --quick
+    python benchmarks/request_path/overhead.py --quick
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _common
-import _overhead_variants as variants
+from benchmarks._shared import common as _common
+from benchmarks.request_path import _overhead_variants as variants
+from benchmarks.request_path._overhead_bench import CONTEXTS, Variant
 
 PEERS_VENV_PYTHON = Path.home() / ".cache/faithtrace/bench-peers-venv/bin/python"
 
@@ -53,12 +54,12 @@ def _maybe_reexec(args: argparse.Namespace) -> None:
         os.environ["FAITHTRACE_BENCH_REEXEC"] = "1"
         # This checkout's code, whatever checkout the peers' venv was installed from (it is shared in the
         # user cache, and an editable install there may point at another clone, or a deleted one).
-        src = str(Path(__file__).resolve().parent.parent / "src")
+        src = str(Path(__file__).resolve().parents[2] / "src")
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
         os.execv(str(python), [str(python), *sys.argv])
 
 
-def _time_block(v: variants.Variant, n: int, lead_in: int = 0) -> tuple[float, float, float]:
+def _time_block(v: Variant, n: int, lead_in: int = 0) -> tuple[float, float, float]:
     """One block: ``lead_in`` untimed calls, then ``n`` timed ones: (median ns per call, 99th percentile,
     CPU ns per call).
 
@@ -68,7 +69,7 @@ def _time_block(v: variants.Variant, n: int, lead_in: int = 0) -> tuple[float, f
     after ``v.drain()`` has waited for it, and reported per call made.
     """
     q = "What is the refund window?"
-    ctx = variants.CONTEXTS
+    ctx = CONTEXTS
     fn = v.fn
     perf = time.perf_counter_ns
     lat = [0] * n

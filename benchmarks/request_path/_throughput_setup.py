@@ -11,13 +11,13 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import _common
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import faithtrace
+from benchmarks._shared import common as _common
 from faithtrace._telemetry import names
 
 CONTEXTS = [

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-CONTEXTS = [
-    "Refunds are accepted within 30 days of purchase with a receipt.",
-    "Store credit is offered after 30 days.",
-]
-ANSWER = "You can get a refund within 30 days if you have the receipt."
+from benchmarks.request_path import _overhead_faithtrace
+from benchmarks.request_path._overhead_bench import ANSWER, FLUSHERS, Bench, Variant
 
 PEER_MODULES = {
     "openinference @tracer.chain": "openinference",
@@ -29,63 +23,6 @@ PEER_MODULES = {
 
 def peers_importable() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in PEER_MODULES.values())
-
-
-def _noop() -> None:
-    return None
-
-
-@dataclass
-class Variant:
-    name: str
-    fn: Callable[[str, list[str]], Any]
-    setup: Callable[[], None] = _noop
-    note: str = ""
-    exporter: InMemorySpanExporter | None = None  # where its spans land, for the sanity check
-    drain: Callable[[], Any] = _noop  # waits for work the variant defers to a background thread
-
-
-@dataclass
-class Bench:
-    variants: list[Variant] = field(default_factory=list)
-    missing: dict[str, str] = field(default_factory=dict)
-    exporters: list[InMemorySpanExporter] = field(default_factory=list)
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    versions: dict[str, str] = field(default_factory=dict)
-
-    def clear(self) -> None:
-        for e in self.exporters:
-            e.clear()
-
-    def check(self) -> dict[str, str]:
-        """Each variant that should export a span did: a benchmark of a no-op proves nothing."""
-        out: dict[str, str] = {}
-        for v in self.variants:
-            if v.exporter is None:
-                continue
-            v.setup()
-            self.clear()
-            for _ in range(3):
-                v.fn("q", CONTEXTS)
-            with contextlib.suppress(Exception):
-                v.drain()
-                _flush_all()
-            n = len(v.exporter.get_finished_spans())
-            out[v.name] = f"{n} spans for 3 calls"
-        return out
-
-    def close(self) -> None:
-        for c in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                c()
-
-
-_FLUSHERS: list[Callable[[], Any]] = []
-
-
-def _flush_all() -> None:
-    for f in _FLUSHERS:
-        f()
 
 
 def _version(dist: str) -> str:
@@ -166,8 +103,6 @@ def build(include_peers: bool) -> Bench:
         )
     )
 
-    import _overhead_faithtrace
-
     _overhead_faithtrace.add(bench, _rag, exporter, provider)
 
     if include_peers:
@@ -216,7 +151,7 @@ def _add_logfire(bench: Bench) -> None:
     fn = lf.instrument("rag {question}")(_rag)
     bench.exporters.append(exporter)
     bench.closers.append(lambda: lf.shutdown(timeout_millis=2000))
-    _FLUSHERS.append(lambda: lf.force_flush(timeout_millis=2000))
+    FLUSHERS.append(lambda: lf.force_flush(timeout_millis=2000))
     bench.variants.append(
         Variant(name, fn, note="send_to_logfire=False, in-memory exporter", exporter=exporter)
     )
@@ -245,7 +180,7 @@ def _add_langfuse(bench: Bench) -> None:
     bench.exporters.append(exporter)
     bench.closers.append(client.shutdown)
     bench.closers.append(provider.shutdown)
-    _FLUSHERS.append(client.flush)
+    FLUSHERS.append(client.flush)
     bench.variants.append(
         Variant(
             name, fn, note="its batch processor, in-memory exporter", exporter=exporter, drain=client.flush

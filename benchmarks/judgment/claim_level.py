@@ -10,7 +10,7 @@ words, computed here from the texts. Then, per row, the score re-decided under `
 from the stored verdicts (exact: the policy is applied in code after the judge answered, and the judge is not
 asked again) next to the score as run and the length rule: balanced accuracy at the 0.7 threshold, AUROC.
 
-    python benchmarks/claim_level.py benchmarks/results/accuracy_rows.jsonl \\
+    python benchmarks/judgment/claim_level.py benchmarks/results/accuracy_rows.jsonl \\
         --data ../shared/data/ragtruth_qa_dev.jsonl
 """
 
@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
 
-import _accuracy_metrics as metrics
+from benchmarks._shared import metrics
 
 
 def _plain(text: str) -> str:

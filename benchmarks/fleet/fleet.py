@@ -3,7 +3,7 @@ OpenInference assembly, duplicates.
 
 Every figure comes from real processes on 127.0.0.1: the Collector that collector/build.sh builds, running
 collector/otelcol/fleet.yaml (load balancing by trace ID, persistent queue), `faithtrace serve` replicas,
-the fixed-latency judge stand-in (benchmarks/_fakejudge.py) and apps: a decorated one with
+the fixed-latency judge stand-in (benchmarks/_shared/fakejudge.py) and apps: a decorated one with
 `configure(scoring="remote")`, and LlamaIndex / LangChain apps traced by OpenInference alone.
 Seven measurements (``--phases``):
 
@@ -21,8 +21,8 @@ Seven measurements (``--phases``):
    hundreds of evaluations at once, for 1, 2, 4, 8 replicas, with the CPU the machine and the fleet used
    and what the replicas and the Collector's queue held meanwhile: whether CPU or the exporter limits it.
 
-    python benchmarks/fleet.py --quick        # shorter runs
-    python benchmarks/fleet.py --phases cost,memory   # no Collector needed
+    python benchmarks/fleet/fleet.py --quick        # shorter runs
+    python benchmarks/fleet/fleet.py --phases cost,memory   # no Collector needed
 
 On a shared 2-core machine the apps, the Collector, the judge and every replica compete for the same cores:
 read the ratios, and the load average printed with the results.
@@ -43,11 +43,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-import _common  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # `benchmarks.*`
+sys.path.insert(0, str(ROOT / "tests"))  # the fleet fixtures the tests use
 
 from _fleet_fixtures import (  # noqa: E402
     APP_ANSWER,
@@ -66,6 +64,7 @@ from _fleet_fixtures import (  # noqa: E402
     wait_app_done,
     wait_until,
 )
+from benchmarks._shared import common as _common  # noqa: E402
 
 
 def _ns(value: Any) -> int:
@@ -557,12 +556,12 @@ def _lb_queue_bytes(group: Fleet) -> float:
 
 
 def _judge_pid() -> int | None:
-    """The fake judge: this process's child running _fakejudge.py."""
+    """The fake judge: this process's child running fakejudge.py."""
     me = str(os.getpid())
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError):
             parent = stat.read_text().rsplit(")", 1)[1].split()[1]
-            if parent == me and b"_fakejudge.py" in (stat.parent / "cmdline").read_bytes():
+            if parent == me and b"fakejudge.py" in (stat.parent / "cmdline").read_bytes():
                 return int(stat.parent.name)
     return None
 

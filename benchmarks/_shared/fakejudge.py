@@ -6,7 +6,7 @@ path and faithtrace's real parsing path both run. Claims it invents are numbered
 a later request quotes them back, every array in the reply gets one item per quoted claim, so a verdict list
 always matches the claims the pipeline extracted, whatever the prompt's layout.
 
-Run as a subprocess: ``python _fakejudge.py --latency 0.3`` prints ``PORT <n>`` and serves until stdin closes
+Run as a subprocess: ``python fakejudge.py --latency 0.3`` prints ``PORT <n>`` and serves until stdin closes
 (its parent died or let go), ``--max-seconds`` pass, or SIGTERM.
 """
 
