@@ -113,9 +113,13 @@ def start_span(tracer: trace.Tracer, name: str, stats: FunctionStats) -> trace.S
     try:
         return tracer.start_span(name)
     except Exception as exc:
-        outcome = _failed("start_span", tracer, exc, f"the call of {name} runs untraced and is not scored")
-        count_outcome(stats, outcome)
-        return None
+        return start_failed(tracer, name, stats, exc)
+
+
+def start_failed(tracer: trace.Tracer, name: str, stats: FunctionStats, exc: Exception) -> None:
+    """Starting the call's span raised ``exc``: recorded, and the call counted with its outcome."""
+    outcome = _failed("start_span", tracer, exc, f"the call of {name} runs untraced and is not scored")
+    count_outcome(stats, outcome)
 
 
 def end_span(span: trace.Span, end_time: int | None = None) -> None:
