@@ -116,10 +116,12 @@ def start_span(tracer: trace.Tracer, name: str, stats: FunctionStats) -> trace.S
         return start_failed(tracer, name, stats, exc)
 
 
-def start_failed(tracer: trace.Tracer, name: str, stats: FunctionStats, exc: Exception) -> None:
-    """Starting the call's span raised ``exc``: recorded, and the call counted with its outcome."""
+def start_failed(tracer: trace.Tracer, name: str, stats: FunctionStats, exc: Exception) -> trace.Span | None:
+    """Starting the call's span raised ``exc``: recorded, and the call counted with its outcome. No span
+    (None): the call runs untraced."""
     outcome = _failed("start_span", tracer, exc, f"the call of {name} runs untraced and is not scored")
     count_outcome(stats, outcome)
+    return None
 
 
 def end_span(span: trace.Span, end_time: int | None = None) -> None:
