@@ -1,4 +1,5 @@
-"""The page's request-path part: what faithtrace costs the app (overhead.py, throughput.py, eval_cpu.py)."""
+"""The page's request-path part: what faithtrace costs the app (overhead.py, throughput.py, eval_cpu.py) and
+what its calls see when the judge, the exporters or the app's own tracing fail (faults.py)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,19 @@ def headlines(runs: list[Run]) -> list[Headline]:
                 f'{f(cpu, "modes", remote, "cpu_ms_per_call_median", digits=3)} ms with scoring="remote"'
             )
             out.append(Headline("The app's CPU per scored call", answer, tuple(f.cited), "eval-cpu"))
+    faults = newest(of_kind(runs, "faults"))
+    if faults is not None:
+        f = Figures()
+        answer = (
+            f"{f(faults, 'summary', 'host_exceptions', digits=0)} exceptions and "
+            f"{f(faults, 'summary', 'results_changed', digits=0)} changed results in the app's calls over "
+            f"{f(faults, 'summary', 'judge_and_exporter_faults', digits=0)} judge and exporter faults and "
+            "its own span processors raising; `shutdown(5)` took at most "
+            f"{f(faults, 'summary', 'max_shutdown_s')} s"
+        )
+        out.append(
+            Headline("The app's calls when the judge or the exporters fail", answer, tuple(f.cited), "faults")
+        )
     return out
 
 
@@ -96,6 +110,9 @@ def sections(runs: list[Run], images: dict[str, str]) -> list[tuple[str, list[Ru
     cpu = newest(of_kind(runs, "eval_cpu"))
     if cpu is not None:
         out.append((_eval_cpu(cpu), [cpu]))
+    faults = newest(of_kind(runs, "faults"))
+    if faults is not None:
+        out.append((_faults(faults), [faults]))
     return out
 
 
@@ -203,6 +220,31 @@ def _eval_cpu(run: Run) -> str:
             f"| {m['mode']} | {fmt(m['cpu_ms_per_call_median'], 3)} | {fmt(m['cpu_ms_per_call_min'], 3)} | "
             f"{fmt(m['cpu_ms_per_call_max'], 3)} | {fmt(m['judge_calls_per_call'])} | "
             f"{m['spans']['evaluations']:,} | {m['spans']['rag_spans']:,} |"
+        )
+    lines += ["", cmds.markdown()]
+    return "\n".join(lines)
+
+
+def _faults(run: Run) -> str:
+    cmds = Commands()
+    cmds.ref(run)
+    lines = [
+        "### The app's calls under faults {#faults}\n",
+        f"Each fault in an app process of its own: {run.doc['calls_per_fault']:,} decorated calls, each "
+        "result compared with the function's own by identity, then `faithtrace.shutdown(5)` and what its "
+        "report says it lost.\n",
+        "| fault | exceptions in the app's calls | results changed | p50 µs | p99 µs | `shutdown(5)` s "
+        "| evaluations dropped | spans unfinished | telemetry flushed |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in run.doc["results"]:
+        if "error" in r:
+            lines.append(f"| {r['fault']} | did not report: {r['error'][:80]} | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['fault']} | {fmt(r['host_exceptions'])} | {fmt(r['results_changed'])} | "
+            f"{fmt(r['p50_us'], 0)} | {fmt(r['p99_us'], 0)} | {fmt(r['shutdown_s'])} | {fmt(r['dropped'])} | "
+            f"{fmt(r['unfinished_spans'])} | {fmt(r['telemetry_flushed'])} |"
         )
     lines += ["", cmds.markdown()]
     return "\n".join(lines)
