@@ -5,8 +5,10 @@ Each case is a fresh interpreter playing a host app: it logs at INFO through ``h
 real transport) and through ``uvicorn``'s access logger (a line with a session token in it, as uvicorn logs a
 query string), then decorates an answer function, configures faithtrace with a judge reached through litellm's
 real client (only the judge's replies are scripted, on loopback), serves one request, and logs the same lines
-again. What the host printed, its loggers, ``warnings`` filters, exit handlers and environment are compared;
-so are the ``random`` module's state (an app's seeded sequence) and litellm's module settings.
+again. What the host printed, its loggers, ``warnings`` filters, exit handlers, environment and process-wide
+settings (recursion limit, switch interval, int digits limit, excepthooks, signal handlers, socket timeout,
+event loop policy, the collector, stdout / stderr) are compared; so are the ``random`` module's state (an
+app's seeded sequence) and litellm's module settings.
 """
 
 from __future__ import annotations
@@ -90,11 +92,23 @@ _HOST = """
             "warnings": [repr(f) for f in warnings.filters],
             "exit_handlers": atexit._ncallbacks(),
             "environ": dict(os.environ),
+            "process": process(),
         }
+
+    def process():
+        # The rest of what a library could set process-wide, by value or by identity.
+        import asyncio, gc, signal, socket, threading
+        return [
+            sys.getrecursionlimit(), sys.getswitchinterval(), sys.get_int_max_str_digits(),
+            repr(sys.excepthook), repr(threading.excepthook), repr(sys.unraisablehook),
+            [repr(signal.getsignal(s)) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)],
+            socket.getdefaulttimeout(), type(asyncio.get_event_loop_policy()).__name__, gc.get_threshold(),
+            gc.isenabled(), repr(sys.stdout), repr(sys.stderr),
+        ]
 
     def changes(before, after):
         found = []
-        for key in ("root", "warnings", "exit_handlers", "environ"):
+        for key in ("root", "warnings", "exit_handlers", "environ", "process"):
             if before[key] != after[key]:
                 found.append([key, before[key], after[key]])
         for name in sorted(set(before["loggers"]) | set(after["loggers"])):
