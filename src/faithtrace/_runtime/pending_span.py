@@ -98,8 +98,8 @@ class PendingSpan:
         remote: ScoringOptions | None = None,
         tracer: Tracer | None = None,
     ) -> None:
-        """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
-        under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
+        """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for our bugs in
+        strict mode. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
         cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
         RETRIEVER child span (where Phoenix shows documents)."""
         self.span = host_spans.guarded(self.span)  # the app's span processors may raise: see the docstring

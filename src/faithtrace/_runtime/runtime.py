@@ -169,7 +169,7 @@ class Runtime:
 
     # --- worker side ---------------------------------------------------------------------------------------
     async def score_job(self, job: Job) -> None:
-        """Score one queued job and turn the result into telemetry. Never raises (but under pytest)."""
+        """Score one queued job and turn the result into telemetry. Never raises (but in strict mode)."""
         started_ns = time.time_ns()
         result = await self.scorer.score(job.query, job.contexts, job.answer)
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
