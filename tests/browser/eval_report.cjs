@@ -110,6 +110,11 @@ const FLAGS = [
           pwned: window.__pwned === undefined ? null : String(window.__pwned),
           violations: window.__violations,
           scripts: document.scripts.length,
+          // Where each section and answer starts on the page, in pixels (for cutting screenshots).
+          offsets: Array.from(document.querySelectorAll("section[id], article.answer")).map((e) => [
+            e.id || e.getAttribute("data-id"),
+            Math.round(e.getBoundingClientRect().top + window.scrollY),
+          ]),
         };
       });
 
