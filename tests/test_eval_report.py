@@ -56,8 +56,8 @@ def test_the_roc_curve_area_is_the_summary_auroc_and_the_sweep_is_its_confusion(
     for mark in (0.0, 0.29, 0.5, 0.57, 0.7, 1.0):  # 0.29 and 0.57: x 100 is not a whole number in floats
         c = summarise(records, mark).confusion
         assert c is not None
-        assert sweep[curves.MARKS.index(mark)] == curves.Rates(c.tp, c.fp, c.tn, c.fn), mark
-        assert curves.rates_at(scores, positives, mark) == curves.Rates(c.tp, c.fp, c.tn, c.fn)
+        assert sweep[curves.MARKS.index(mark)] == c, mark
+        assert curves.rates_at(scores, positives, mark) == c
 
 
 def test_average_precision_matches_a_hand_worked_example() -> None:
@@ -171,16 +171,27 @@ def test_report_of_the_results_file_has_the_figures_of_the_eval(
     lines = scored.read_text().splitlines()
     again = json.loads(lines[0])
     again["score"], again["passed"] = 0.0, False
-    scored.write_text("\n".join([*lines, '["not a record"]', json.dumps(again), '{"id": "x", "outc']) + "\n")
-    assert main(["report", str(scored), "--json"]) == 0
+    broken = {**json.loads(lines[1]), "usage": "lots", "id": "broken"}
+    odd_claims = {**json.loads(lines[1]), "claims": [1, 2], "id": "odd-claims"}
+    odd_spans = {**json.loads(lines[1]), "id": "odd-spans", "detector": {"spans": [{"text": "x", "p": "hi"}]}}
+    extra = ['["not a record"]', json.dumps(again), json.dumps(broken), json.dumps(odd_claims)]
+    extra += [json.dumps(odd_spans), '{"id": "x", "outc']
+    scored.write_text("\n".join([*lines, *extra]) + "\n")
+    assert main(["report", str(scored), "--json", "--output", str(tmp_path / "r.html")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["input"]["rows"] is None
-    assert [s["line"] for s in out["input"]["skipped"]] == [len(lines) + 1, len(lines) + 3]
-    assert "invalid JSON" in out["input"]["skipped"][1]["reason"]
-    assert out["run"]["evaluations"] == len(ROWS)
+    skipped = {s["line"] - len(lines): s["reason"] for s in out["input"]["skipped"]}
+    assert sorted(skipped) == [1, 3, 4, 6]
+    assert "JSON object" in skipped[1]
+    assert "'usage' must be an object" in skipped[3]
+    assert "'claims'" in skipped[4]
+    assert "invalid JSON" in skipped[6]
+    # A detector span it cannot read is left unmarked; the record is counted and listed.
+    assert out["run"]["evaluations"] == len(ROWS) + 1
+    assert 'data-id="odd-spans"' in (tmp_path / "r.html").read_text()
     assert again["id"] == "f-all-three"  # was 1.0, passed
     assert out["scores"]["failed"] == figures["scores"]["failed"] + 1
-    assert out["scores"]["mean"] == pytest.approx(figures["scores"]["mean"] - 1 / len(ROWS))
+    assert out["scores"]["passed"] == figures["scores"]["passed"]  # one less, and odd-spans (passed) more
 
 
 def test_the_gate_exit_status(judged: FakeJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -276,3 +287,64 @@ def test_the_report_escapes_the_data_and_lists_the_skips(
     assert 'data-plot="histogram"' in html
     assert 'data-plot="roc"' not in html
     assert 'id="labels"' not in html
+
+
+def test_the_accuracy_benchmarks_rows_make_a_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/judgment/accuracy_as_eval.py (the docs' pictures): stored results joined with the texts."""
+    import subprocess
+
+    data = write_dataset(tmp_path / "data.jsonl")
+    unsure = ["The Voltaro City weighs 19 kg.", "idk", "the judge was unsure (P(yes) 0.61)", "judge", 0.61]
+    rows = [
+        {
+            "system": "faithtrace",
+            "id": "f-one",
+            "score": 1.0,
+            "passed": True,
+            "outcome": "scored",
+            "claims": [[ROWS["f-one"][0][0], "yes", None, "proof", None]],
+            "seconds": 2.0,
+            "llm_calls": 0,
+        },
+        {
+            "system": "faithtrace",
+            "id": "h-none",
+            "score": 0.0,
+            "passed": False,
+            "outcome": "scored",
+            "claims": [unsure],
+            "seconds": 4.0,
+            "llm_calls": 1,
+            "input_tokens": 500,
+            "output_tokens": 20,
+        },
+        {"system": "length rule", "id": "h-none", "score": 0.2},
+    ]
+    stored = tmp_path / "accuracy_rows.jsonl"
+    stored.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "accuracy.json").write_text(json.dumps({"judge": "faithtrace-local/test"}))
+    out = tmp_path / "scored.jsonl"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "judgment" / "accuracy_as_eval.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(stored), "--data", str(data), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+    assert main(["report", str(out), "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["run"]["judge_models"] == {"faithtrace-local/test": 2}
+    assert figures["labels"]["at_pass_mark"]["tp"] == 1
+    assert figures["run"]["seconds"]["mean"] == 3.0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["f-one", "h-none"]
+    assert records[1]["answer"] == ROWS["h-none"][0][0]
+    assert records[1]["line"] == 8
+    # An "idk" the judge wrote as an unsure "yes" reads "not confirmed", not "not in the documents".
+    assert records[1]["claims"][0]["status"] == "not_confirmed"
+    assert records[0]["claims"][0]["status"] == "supported"

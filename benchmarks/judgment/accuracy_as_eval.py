@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import faithtrace
+from faithtrace.cli.eval_dataset import Row, load_rows
 
 UNSURE = "the judge was unsure"
 
@@ -39,12 +40,12 @@ def claim(text: str, verdict: str, reason: str | None, decided_by: str, p: float
     ).model_dump(mode="json")
 
 
-def as_eval(row: dict[str, Any], line: int, data: dict[str, Any], judge: str | None) -> dict[str, Any]:
+def as_eval(row: dict[str, Any], data: Row, judge: str | None) -> dict[str, Any]:
     options = faithtrace.ScoringOptions()
     return {
         "id": row["id"],
-        "line": line,
-        "label": data.get("label"),
+        "line": data.line,
+        "label": data.label,
         "score": row.get("score"),
         "faithfulness": row.get("faithfulness"),
         "outcome": row.get("outcome"),
@@ -58,9 +59,9 @@ def as_eval(row: dict[str, Any], line: int, data: dict[str, Any], judge: str | N
         "duration_s": row.get("seconds"),
         "error": row.get("error") if isinstance(row.get("error"), dict) else None,
         "usage": {k: row.get(k) for k in ("llm_calls", "input_tokens", "output_tokens")} | {"cost_usd": None},
-        "question": data.get("question"),
-        "contexts": data.get("contexts"),
-        "answer": data.get("answer"),
+        "question": data.question,
+        "contexts": data.contexts,
+        "answer": data.answer,
         "options": options.model_dump(mode="json"),
     }
 
@@ -76,16 +77,10 @@ def main() -> None:
     args = parser.parse_args()
     summary = args.rows.with_name(args.rows.name.replace("_rows.jsonl", ".json"))
     judge = json.loads(summary.read_text()).get("judge") if summary.exists() else None
-    data = {}
-    lines = {}
-    for number, text in enumerate(args.data.read_text(encoding="utf-8").splitlines(), start=1):
-        if text.strip():
-            row = json.loads(text)
-            data[str(row["id"])], lines[str(row["id"])] = row, number
+    # The dataset read as `faithtrace eval` reads it: the same ids, labels and line numbers.
+    data = {row.id: row for row in load_rows(args.data)[0]}
     rows = [json.loads(t) for t in args.rows.read_text(encoding="utf-8").splitlines() if t.strip()]
-    written = [
-        as_eval(r, lines[r["id"]], data[r["id"]], judge) for r in rows if r.get("system") == args.system
-    ]
+    written = [as_eval(r, data[r["id"]], judge) for r in rows if r.get("system") == args.system]
     args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in written), encoding="utf-8")
     print(f"{len(written)} results -> {args.out} (judge {judge})")
 

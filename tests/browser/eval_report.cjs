@@ -5,20 +5,12 @@
 // Usage: node eval_report.cjs <file-url> <screenshot.png>
 // Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary), FULL_PAGE=1 (the
 // screenshot is the whole page, not the first screen), WIDTH / HEIGHT (the viewport, default 1280 x 900).
-const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
+const { launch, run } = require("./chromium.cjs");
 
 const [url, screenshot] = process.argv.slice(2);
-const FLAGS = [
-  "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-];
 
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: FLAGS,
-  });
+run(async () => {
+  const browser = await launch();
   try {
     const width = Number(process.env.WIDTH || 1280);
     const height = Number(process.env.HEIGHT || 900);
@@ -139,7 +131,4 @@ const FLAGS = [
   } finally {
     await browser.close();
   }
-})().catch((e) => {
-  process.stderr.write(String(e && e.stack ? e.stack : e) + "\n");
-  process.exit(2);
 });

@@ -16,6 +16,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from faithtrace.cli.metrics import Confusion
+
 # Pass marks 0.00 .. 1.00 in steps of 0.01 (in hundredths, so that no float sum drifts).
 GRID_STEPS = 100
 MARKS = tuple(round(k / GRID_STEPS, 2) for k in range(GRID_STEPS + 1))
@@ -97,46 +99,12 @@ def average_precision(curve: Curve) -> float:
     return area
 
 
-@dataclass(frozen=True)
-class Rates:
-    """The confusion at one pass mark (flagged = score < mark) and what follows from it."""
-
-    tp: int
-    fp: int
-    tn: int
-    fn: int
-
-    @property
-    def precision(self) -> float | None:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
-
-    @property
-    def recall(self) -> float | None:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
-
-    @property
-    def balanced_accuracy(self) -> float | None:
-        if not (self.tp + self.fn) or not (self.fp + self.tn):
-            return None
-        return (self.tp / (self.tp + self.fn) + self.tn / (self.tn + self.fp)) / 2
-
-    @property
-    def flagged_rate(self) -> float | None:
-        total = self.tp + self.fp + self.tn + self.fn
-        return (self.tp + self.fp) / total if total else None
-
-
-def rates_at(scores: Sequence[float], positives: Sequence[bool], mark: float) -> Rates:
-    tp = fp = tn = fn = 0
+def rates_at(scores: Sequence[float], positives: Sequence[bool], mark: float) -> Confusion:
+    """The confusion at one pass mark: flagged = score < mark."""
+    confusion = Confusion()
     for score, positive in zip(scores, positives, strict=True):
-        flagged = score < mark
-        if positive:
-            tp += flagged
-            fn += not flagged
-        else:
-            fp += flagged
-            tn += not flagged
-    return Rates(tp, fp, tn, fn)
+        confusion.add(positive, score < mark)
+    return confusion
 
 
 def first_flagged_mark(score: float) -> int:
@@ -145,28 +113,28 @@ def first_flagged_mark(score: float) -> int:
     return math.floor(round(score * GRID_STEPS, 6)) + 1
 
 
-def _sweep_counts(bins: Sequence[int], positives: Sequence[bool]) -> list[Rates]:
+def _sweep_counts(bins: Sequence[int], positives: Sequence[bool]) -> list[Confusion]:
     size = len(MARKS)
     start_pos = [0] * (size + 1)
     start_neg = [0] * (size + 1)
     for b, positive in zip(bins, positives, strict=True):
         (start_pos if positive else start_neg)[min(b, size)] += 1
     n_pos, n_neg = sum(start_pos), sum(start_neg)
-    out: list[Rates] = []
+    out: list[Confusion] = []
     tp = fp = 0
     for k in range(size):
         tp += start_pos[k]
         fp += start_neg[k]
-        out.append(Rates(tp, fp, n_neg - fp, n_pos - tp))
+        out.append(Confusion(tp=tp, fn=n_pos - tp, fp=fp, tn=n_neg - fp))
     return out
 
 
-def sweep(scores: Sequence[float], positives: Sequence[bool]) -> list[Rates]:
+def sweep(scores: Sequence[float], positives: Sequence[bool]) -> list[Confusion]:
     """The confusion at every mark of ``MARKS``."""
     return _sweep_counts([first_flagged_mark(s) for s in scores], positives)
 
 
-def best_mark(rates: Sequence[Rates]) -> int | None:
+def best_mark(rates: Sequence[Confusion]) -> int | None:
     """The index of the mark with the highest balanced accuracy: the middle of the first run of marks that
     reach it (they split the answers alike, and the middle leaves a margin on both sides). ``None`` when it
     is undefined (one class missing)."""

@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from faithtrace.cli.figures import DEFAULT_REPORT_ANSWERS, Gate, Source, compute
+from faithtrace.cli.figures import DEFAULT_REPORT_ANSWERS, Gate, Skip, Source, compute
 from faithtrace.cli.metrics import Summary, summarise
 from faithtrace.cli.output import Output
 
+T = TypeVar("T")
 REPORT_EXTRA = "pip install 'faithtrace[report]'"
 
 
@@ -24,6 +25,20 @@ class Deliver:
     json: bool = False
     gate: Gate = field(default_factory=Gate)
     report_answers: int = DEFAULT_REPORT_ANSWERS
+
+
+def read_lines(
+    out: Output, command: str, file: Path, load: Callable[[Path], tuple[list[T], list[Skip]]]
+) -> tuple[list[T], list[Skip]] | None:
+    """``load(file)``, each skipped line named on stderr; None (said) when the file cannot be read."""
+    try:
+        items, skips = load(file)
+    except OSError as exc:
+        out.error(f"faithtrace {command}: cannot read {file}: {exc.strerror or exc}")
+        return None
+    for skip in skips:
+        out.error(f"faithtrace {command}: {file}: {skip} (skipped)")
+    return items, skips
 
 
 def report_problem(path: Path) -> str | None:

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from faithtrace._common.unicode import valid_text
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.cli.deliver import Deliver, deliver_results
+from faithtrace.cli.deliver import Deliver, deliver_results, read_lines
 from faithtrace.cli.figures import Skip, Source
 from faithtrace.cli.metrics import LABELS
 from faithtrace.cli.output import Output
@@ -180,13 +180,10 @@ def run_eval_command(
     limit: int | None,
     deliver: Deliver,
 ) -> int:
-    try:
-        rows, skips = load_rows(file)
-    except OSError as exc:
-        out.error(f"faithtrace eval: cannot read {file}: {exc.strerror or exc}")
+    loaded = read_lines(out, "eval", file, load_rows)
+    if loaded is None:
         return 2
-    for skip in skips:
-        out.error(f"faithtrace eval: {file}: {skip} (skipped)")
+    rows, skips = loaded
     if not rows:
         out.error(f"faithtrace eval: {file} has no row to score")
         return 2

@@ -135,7 +135,6 @@ def _labels(records: Sequence[Mapping[str, Any]], s: Summary, seed: int) -> dict
     scores = [float(r["score"]) for r in scored]
     positives = [r["label"] == HALLUCINATED for r in scored]
     c = s.confusion
-    at = curves.Rates(c.tp, c.fp, c.tn, c.fn)
     roc = curves.roc_curve(scores, positives)
     pr = curves.pr_curve(scores, positives)
     rates = curves.sweep(scores, positives)
@@ -151,8 +150,8 @@ def _labels(records: Sequence[Mapping[str, Any]], s: Summary, seed: int) -> dict
         "at_pass_mark": {
             "pass_mark": s.threshold,
             **{k: getattr(c, k) for k in ("tp", "fp", "tn", "fn")},
-            "precision": at.precision,
-            "recall": at.recall,
+            "precision": c.precision,
+            "recall": c.recall,
             "balanced_accuracy": s.balanced_accuracy,
         },
         "roc": _curve(roc, "fpr", "tpr"),

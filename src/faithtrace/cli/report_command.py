@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.cli.deliver import Deliver, deliver_results, report_problem
+from faithtrace.cli.deliver import Deliver, deliver_results, read_lines, report_problem
 from faithtrace.cli.eval_dataset import load_rows
-from faithtrace.cli.figures import Gate, Source
+from faithtrace.cli.figures import Gate, Skip, Source
 from faithtrace.cli.output import Output
 from faithtrace.cli.scored_file import load_scored, with_inputs
 
@@ -31,25 +31,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_report_command(out: Output, args: argparse.Namespace, gate: Gate) -> int:
     file: Path = args.file
-    try:
-        records, skips = load_scored(file)
-    except OSError as exc:
-        out.error(f"faithtrace report: cannot read {file}: {exc.strerror or exc}")
+    loaded = read_lines(out, "report", file, load_scored)
+    if loaded is None:
         return 2
-    for skip in skips:
-        out.error(f"faithtrace report: {file}: {skip} (skipped)")
+    records, skips = loaded
     rows: int | None = None
     not_scored = 0
     if args.data is not None:
-        try:
-            inputs, input_skips = load_rows(args.data)
-        except OSError as exc:
-            out.error(f"faithtrace report: cannot read {args.data}: {exc.strerror or exc}")
+        inputs_loaded = read_lines(out, "report", args.data, load_rows)
+        if inputs_loaded is None:
             return 2
+        inputs, input_skips = inputs_loaded
         records, not_scored = with_inputs(records, inputs)
         rows = len(inputs)
-        # The input's own bad lines are what its run skipped; the results file's are listed after them.
-        skips = [*input_skips, *skips]
+        # The input's own bad lines are what its run skipped; the results file's follow, named as its.
+        skips = [*input_skips, *(Skip(k.line, f"{file.name}: {k.reason}") for k in skips)]
     if not records:
         out.error(f"faithtrace report: {file} has no result records")
         return 2

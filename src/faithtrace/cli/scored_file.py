@@ -15,6 +15,27 @@ from faithtrace.cli.eval_dataset import Row
 from faithtrace.cli.figures import Skip
 from faithtrace.cli.metrics import LABELS
 
+# The fields the figures and the report read, and their types: a record that breaks them is a counted skip.
+_SHAPES: dict[str, type | tuple[type, ...]] = {
+    "passed": bool,
+    "answer": str,
+    "question": str,
+    "contexts": list,
+    "claims": list,
+    "unjudged": list,
+    "usage": dict,
+    "detector": dict,
+    "error": dict,
+    "reason": str,
+}
+_KIND_NAMES: dict[type | tuple[type, ...], str] = {
+    bool: "true or false",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+_USAGE = ("llm_calls", "input_tokens", "output_tokens", "cost_usd")
+
 
 def _problem(record: Any) -> str | None:
     if not isinstance(record, dict):
@@ -27,13 +48,28 @@ def _problem(record: Any) -> str | None:
     if label is not None and label not in LABELS:
         return f"'label' must be one of {', '.join(LABELS)} (got {label!r})"
     score = record.get("score")
-    if score is not None and (
-        not isinstance(score, int | float) or isinstance(score, bool) or not 0.0 <= score <= 1.0
-    ):
+    if score is not None and (not _number(score) or not 0.0 <= score <= 1.0):
         return f"'score' must be a number from 0 to 1 (got {score!r})"
-    if record.get("answer") is not None and not isinstance(record["answer"], str):
-        return "'answer' must be a string"
+    for key in ("faithfulness", "threshold", "duration_s"):
+        if record.get(key) is not None and not _number(record[key]):
+            return f"'{key}' must be a number"
+    for key, kind in _SHAPES.items():
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            return f"'{key}' must be {_KIND_NAMES[kind]}"
+    usage = record.get("usage") or {}
+    if any(usage.get(k) is not None and not _number(usage[k]) for k in _USAGE):
+        return f"'usage' must hold numbers ({', '.join(_USAGE)})"
+    if not all(
+        isinstance(c, dict) and isinstance(c.get("text", ""), str) for c in record.get("claims") or []
+    ):
+        return "'claims' must be a list of objects with a 'text'"
+    if not all(isinstance(c, str) for c in record.get("contexts") or []):
+        return "'contexts' must be a list of strings"
     return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def load_scored(path: Path) -> tuple[list[dict[str, Any]], list[Skip]]:

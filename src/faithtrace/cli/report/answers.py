@@ -100,15 +100,23 @@ def _detector_ranges(answer: str, record: Mapping[str, Any]) -> list[tuple[int, 
         return []
     shift = len(answer) - len(answer.lstrip())
     out = []
-    for span in detector.get("spans") or []:
-        text, start = str(span.get("text", "")), int(span.get("start", 0)) + shift
+    for span in _spans(detector.get("spans")):
+        text, start = str(span.get("text", "")), int(_number(span.get("start"))) + shift
         if answer[start : start + len(text)] != text:  # not where it says: find its text instead
             start = answer.find(text)
         if text and start >= 0:
-            out.append(
-                (start, start + len(text), f"detector: P(not supported) {float(span.get('p', 0)):.2f}")
-            )
+            note = f"detector: P(not supported) {_number(span.get('p')):.2f}"
+            out.append((start, start + len(text), note))
     return out
+
+
+def _spans(value: Any) -> list[Mapping[str, Any]]:
+    return [s for s in value if isinstance(s, Mapping)] if isinstance(value, list) else []
+
+
+def _number(value: Any) -> float:
+    """A number from the results file, 0 where it holds something else (the page shows what it can)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _segments(
@@ -149,7 +157,7 @@ def _detector_note(claim: Mapping[str, Any]) -> str | None:
     if verdict is None:
         return None
     spans = "; ".join(
-        f"'{s.get('text')}' {float(s.get('p', 0)):.2f}" for s in claim.get("detector_spans") or []
+        f"'{s.get('text')}' {_number(s.get('p')):.2f}" for s in _spans(claim.get("detector_spans"))
     )
     return f"{verdict}" + (f": {spans}" if spans else "")
 

@@ -13,7 +13,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -103,15 +103,18 @@ def roc(labels: Mapping[str, Any]) -> str:
         _point(ax, at, "roc-pass-mark", PASS_MARK_COLOUR, f"pass mark {at['pass_mark']:g}")
         if best is not None:
             _point(ax, best, "roc-best", BEST_COLOUR, f"best pass mark {best['pass_mark']:.2f}")
-        ax.set(
-            xlabel="false-alarm rate (faithful answers flagged)",
-            ylabel="recall (hallucinations flagged)",
-            xlim=(-0.02, 1.02),
-            ylim=(-0.02, 1.02),
-        )
-        ax.legend(fontsize="small", loc="lower right")
+        _unit_square(ax, "false-alarm rate (faithful answers flagged)", RECALL, "lower right")
 
     return _plot("roc", draw)
+
+
+RECALL = "recall (hallucinations flagged)"
+
+
+def _unit_square(ax: Axes, xlabel: str, ylabel: str, legend: Literal["lower left", "lower right"]) -> None:
+    """Both axes are rates from 0 to 1, with a little room for the points on the edges."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+    ax.legend(fontsize="small", loc=legend)
 
 
 def _point(ax: Axes, counts: Mapping[str, Any], gid: str, colour: str, label: str) -> None:
@@ -158,13 +161,7 @@ def precision_recall(labels: Mapping[str, Any]) -> str:
                     gid=gid,
                     label=label,
                 )
-        ax.set(
-            xlabel="recall (hallucinations flagged)",
-            ylabel="precision (flagged that are hallucinated)",
-            xlim=(-0.02, 1.02),
-            ylim=(-0.02, 1.02),
-        )
-        ax.legend(fontsize="small", loc="lower left")
+        _unit_square(ax, RECALL, "precision (flagged that are hallucinated)", "lower left")
 
     return _plot("pr", draw)
 
