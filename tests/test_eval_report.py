@@ -223,6 +223,13 @@ def test_the_gate_exit_status(judged: FakeJudge, tmp_path: Path, capsys: pytest.
     assert len(lines) == 1  # both misses, on one line
     assert f"{failed} of {len(ROWS)} answers failed" in lines[0]
     assert "--fail-under 0.99" in lines[0]
+    # A missed gate still writes the report, which says so at the top.
+    html = tmp_path / "gated.html"
+    assert main(["report", str(scored), "--output", str(html), "--plain", "--fail-under", "0.99"]) == 1
+    page = html.read_text(encoding="utf-8")
+    assert '<div id="gate" class="gate fail" data-passed="false">' in page
+    assert f"Gate failed: mean score {mean:.3f} is under --fail-under 0.99" in page
+    capsys.readouterr()
     # Through eval itself: a resumed run scores nothing more and gates on every row.
     assert main(["eval", str(data), "--out", str(scored), *JUDGE, "--max-fail-rate", "0.1"]) == 1
     assert capsys.readouterr().err.count("gate failed") == 1
