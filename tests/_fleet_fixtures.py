@@ -84,7 +84,7 @@ def serve_available() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`faithtrace serve --help` could not run: {exc}"
     if done.returncode != 0 or "--grpc-port" not in done.stdout:
-        return "`faithtrace serve` is not available in this build (issue 17's scorer has not landed)"
+        return "`faithtrace serve` is not available in this build (the scorer is not part of it)"
     return None
 
 

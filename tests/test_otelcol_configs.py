@@ -69,7 +69,7 @@ def test_validate_rejects_what_the_collector_would_reject(otelcol: str, tmp_path
     assert "routing_key" in done.stdout + done.stderr
 
     config = _fleet()
-    # A real contrib processor this distribution does not include (groupbytrace, used here before, now is).
+    # A real contrib processor this distribution does not include.
     config["processors"]["k8sattributes"] = {}
     config["service"]["pipelines"]["traces/apps"]["processors"].append("k8sattributes")
     bad = tmp_path / "unknown-component.yaml"

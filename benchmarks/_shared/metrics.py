@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -61,7 +62,35 @@ def summarise(records: list[dict[str, Any]], threshold_note: str) -> dict[str, A
         "output_tokens_per_eval": mean("output_tokens"),
         "seconds_per_eval": mean("seconds"),
         "decision_rule": threshold_note,
+        # Each row's [risk, hallucinated], in the records' order: what a ROC curve is drawn from.
+        "per_row": [[float(r["risk"]), bool(r["hallucinated"])] for r in records],
     }
+
+
+def roc_points(labels: Sequence[bool], scores: Sequence[float]) -> list[tuple[float, float]]:
+    """The ROC curve's corners, (false positive rate, true positive rate) from (0, 0) to (1, 1).
+
+    One corner per distinct score, highest first, so tied rows make one diagonal step: the area under these
+    points (trapezoids) is exactly ``auroc`` with its ties counted half.
+    """
+    pos = sum(1 for y in labels if y)
+    neg = len(labels) - pos
+    if not pos or not neg:
+        return []
+    points = [(0.0, 0.0)]
+    tp = fp = 0
+    pairs = sorted(zip(scores, labels, strict=True), key=lambda sy: -sy[0])
+    for i, (score, label) in enumerate(pairs):
+        tp += bool(label)
+        fp += not label
+        if i + 1 == len(pairs) or pairs[i + 1][0] != score:
+            points.append((fp / neg, tp / pos))
+    return points
+
+
+def area(points: Sequence[tuple[float, float]]) -> float:
+    """The area under a curve of (x, y) corners joined by straight lines."""
+    return sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in itertools.pairwise(points))
 
 
 def paired_bootstrap(

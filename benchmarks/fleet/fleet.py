@@ -617,7 +617,7 @@ def ceiling(
     what limits it: the decorated app queues ``traces`` RAG traces (and as many plain ones) in the
     Collector as fast as it can, and the rate is taken over the evaluations that ended after the app had
     finished (its CPU is then out of the way), between their 10th and 90th percentile. Sampled meanwhile:
-    the machine's CPU (all processes, other sessions' too), the fleet's (Collector and replicas), the
+    the machine's CPU (all processes, other jobs' too), the fleet's (Collector and replicas), the
     evaluations each replica had in flight, the load balancer's queue. ``consumers`` overrides fleet.yaml's
     ``num_consumers`` (32) through a config overlay."""
     samples: list[dict[str, Any]] = []

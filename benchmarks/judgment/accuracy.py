@@ -10,7 +10,8 @@ after the other.
 Per system: balanced accuracy at the system's own pass threshold, AUROC of its score against the labels, LLM
 calls, input/output tokens and seconds per evaluation, and the invalid-output rate (evaluations that ended
 with no score; they count as "faithful", since that is what a failed check lets through). The no-LLM reference
-calls an answer hallucinated iff it has more than 130 words.
+calls an answer hallucinated iff it has more than 130 words. Each system's figures keep its rows' risk and
+label (``per_row``, in ``row_ids`` order): the docs' ROC curves are drawn from them.
 
 ``--systems detector --detector-model DIR`` scores with the trained detector alone (no LLM): the judge is not
 resolved (nor the embedded one started) unless another system needs it.

@@ -1,6 +1,6 @@
 """The judge budget of an ``accuracy.py`` run: tokens and seconds per evaluation, and against another run.
 
-Issue 13's budget is 1,100 judge tokens and 15 s per evaluation on this 2-core CPU. For faithtrace's rows in
+The judge budget is 1,100 judge tokens and 15 s per evaluation on this 2-core CPU. For faithtrace's rows in
 an ``accuracy.py`` per-row file this prints, over the evaluations that called the judge: tokens (prompt plus
 output) and seconds as mean, median, 90th percentile and maximum, how many are over each limit, and how
 many claims were left unjudged by a judge token budget. With ``--against`` another run's rows, it also prints,

@@ -23,6 +23,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's root: `benchmarks.*`
+
+from benchmarks._shared import common as _common
+
 HERE = Path(__file__).resolve().parents[1]  # benchmarks/: data/ and results/
 PROBES = HERE / "data/probes.jsonl"
 
@@ -101,9 +105,9 @@ def rethreshold(
     Exact for the embedded judge at temperature 0: a judged claim is "yes" iff its recorded P(yes) >= t (the
     run already applied its own, lower threshold), then ``policy`` lowers a "yes" as ``verdict_checks`` does.
     A claim that is not "yes" fails the answer (``fail_on_contradiction``) when the judge wrote "no" or the
-    checks found a mechanical contradiction. Rows written before issue 25 recorded ``judge_verdict`` after the
-    confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers than a
-    run would.
+    checks found a mechanical contradiction. Rows whose claims carry no ``status`` recorded ``judge_verdict``
+    after the confidence step (an unsure "yes" as "no"), so on those the contradiction rule fails more answers
+    than a run would.
     """
     from faithtrace.scoring import contradictions, grounding, verdict_checks
 
@@ -137,6 +141,18 @@ def rethreshold(
     return out
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per label and split, how many probes there are and how many were caught; what the page's headline
+    reads, next to the per-probe rows."""
+    out: dict[str, Any] = {}
+    for label in ("contradiction", "faithful"):
+        for split in ("tune", "heldout", "all"):
+            sel = [r for r in rows if r["label"] == label and (split == "all" or r["split"] == split)]
+            out.setdefault(label, {})[split] = {"n": len(sel), "caught": sum(bool(r["caught"]) for r in sel)}
+    out["errors"] = sum(r["outcome"] == "error" for r in rows)
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| probes | split | n | caught | share |", "|---|---|---|---|---|"]
     for label, what in (
@@ -154,8 +170,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         by_kind[r["kind"]].append(r)
     for kind, sel in by_kind.items():
         lines.append(f"| {kind} ({sel[0]['label']}) | {len(sel)} | {sum(r['caught'] for r in sel)} |")
-    # What each claim was recorded as (rows written since issue 25): a false claim the judge was unsure of is
-    # "not_confirmed", never "contradicted"; either way it counts against the score.
+    # What each claim was recorded as (rows whose claims carry a status): a false claim the judge was unsure
+    # of is "not_confirmed", never "contradicted"; either way it counts against the score.
     claims = [(r["label"], c) for r in rows for c in r["claims"]]
     if claims and all("status" in c for _, c in claims):
         for what, sel in (
@@ -207,6 +223,11 @@ def main() -> None:
         rows = run(args)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        # The run's date, command and machine and the counts, beside the rows (probes_rows -> probes.json).
+        doc = {"split": args.split, "options": args.options, "summary": summary(rows)}
+        doc["rows_file"] = args.out.name
+        summary_out = args.out.with_name(args.out.stem.removesuffix("_rows") + ".json")
+        _common.write_results("probes", doc, summary_out)
     print(table(rows))
 
 

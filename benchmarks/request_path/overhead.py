@@ -162,6 +162,9 @@ def run(n: int, rounds: int, include_peers: bool, seed: int, lead_in: int = 0) -
                 "ns_p99": _common.median(p99s[v.name]),
                 "cpu_ns_per_call": _common.median(cpus[v.name]),
                 "cpu_ratio_to_otel_floor": _median_ratio(cpus[v.name], cpus.get(FLOOR)),
+                # Every round's p50 and p99: the spread the docs' plot draws.
+                "ns_p50_rounds": vals,
+                "ns_p99_rounds": p99s[v.name],
                 "note": v.note,
             }
         )
