@@ -65,6 +65,9 @@ def render_report(
     """The report's HTML for ``figures`` (``figures.compute``) and the result ``records`` they came from."""
     labels = figures["labels"]
     pass_mark = figures["pass_mark"]
+    # Markup (not escaped) only for what this module makes: matplotlib's SVG (its texts escaped by matplotlib;
+    # no data text is drawn), our CSS and script, and the escaped JSON. The data reach the page through the
+    # template, escaped.
     svg = {"histogram": Markup(plots.histogram(figures["scores"], pass_mark))}
     if labels is not None and labels["roc"] is not None:
         svg["roc"] = Markup(plots.roc(labels))
