@@ -13,6 +13,7 @@ app's seeded sequence) and litellm's module settings.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -345,6 +346,24 @@ def test_the_first_evaluation_draws_nothing_from_the_global_random(
         assert "evaluate faithfulness" in result["names"]  # spans were made: their ids drawn
         assert 2 in result["attempts"]  # the retry happened, after its jittered backoff
     assert len(fake_judge.requests) >= 2
+
+
+def test_no_module_draws_from_the_random_modules_own_generator() -> None:
+    """The test above runs the paths that draw; this one keeps a new draw from the shared generator out of
+    every module, run or not: faithtrace's own draws go through a ``random.Random`` of its own."""
+    offenders = []
+    for path in sorted((Path(SRC) / "faithtrace").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            shared = (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "random"
+                and node.attr not in ("Random", "getstate", "setstate")  # the import window restores it
+            )
+            imported = isinstance(node, ast.ImportFrom) and node.module == "random"
+            if shared or imported:
+                offenders.append(f"{path.relative_to(SRC)}:{getattr(node, 'lineno', 0)}")
+    assert offenders == []
 
 
 _LITELLM_SETTINGS = """
