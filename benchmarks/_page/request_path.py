@@ -205,46 +205,61 @@ def _latency_rows(first: str, summaries: dict[str, dict[str, Any]]) -> list[str]
     return rows
 
 
-def _eval_cpu(run: Run) -> str:
+def _table_section(run: Run, heading: str, intro: str, header: list[str], rows: list[list[str]]) -> str:
+    """A section of one run: its heading and what it measures, one table (first column left-aligned, the rest
+    figures), and the run's date and command under it."""
     cmds = Commands()
     cmds.ref(run)
     lines = [
-        "### The app's CPU per scored call {#eval-cpu}\n",
-        "The app's process CPU (all threads) per decorated call that does no work, scored in the app or "
-        'handed to the fleet with `scoring="remote"`; the judge stand-in runs in its own process.\n',
-        "| scoring | CPU ms/call (median) | min | max | judge calls/call | evaluations | RAG spans |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        heading + "\n",
+        intro + "\n",
+        "| " + " | ".join(header) + " |",
+        "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        cmds.markdown(),
     ]
-    for m in run.doc["modes"]:
-        lines.append(
-            f"| {m['mode']} | {fmt(m['cpu_ms_per_call_median'], 3)} | {fmt(m['cpu_ms_per_call_min'], 3)} | "
-            f"{fmt(m['cpu_ms_per_call_max'], 3)} | {fmt(m['judge_calls_per_call'])} | "
-            f"{m['spans']['evaluations']:,} | {m['spans']['rag_spans']:,} |"
-        )
-    lines += ["", cmds.markdown()]
     return "\n".join(lines)
+
+
+def _eval_cpu(run: Run) -> str:
+    header = ["scoring", "CPU ms/call (median)", "min", "max", "judge calls/call", "evaluations", "RAG spans"]
+    rows = [
+        [
+            m["mode"],
+            fmt(m["cpu_ms_per_call_median"], 3),
+            fmt(m["cpu_ms_per_call_min"], 3),
+            fmt(m["cpu_ms_per_call_max"], 3),
+            fmt(m["judge_calls_per_call"]),
+            f"{m['spans']['evaluations']:,}",
+            f"{m['spans']['rag_spans']:,}",
+        ]
+        for m in run.doc["modes"]
+    ]
+    intro = (
+        "The app's process CPU (all threads) per decorated call that does no work, scored in the app or "
+        'handed to the fleet with `scoring="remote"`; the judge stand-in runs in its own process.'
+    )
+    return _table_section(run, "### The app's CPU per scored call {#eval-cpu}", intro, header, rows)
 
 
 def _faults(run: Run) -> str:
-    cmds = Commands()
-    cmds.ref(run)
-    lines = [
-        "### The app's calls under faults {#faults}\n",
-        f"Each fault in an app process of its own: {run.doc['calls_per_fault']:,} decorated calls, each "
-        "result compared with the function's own by identity, then `faithtrace.shutdown(5)` and what its "
-        "report says it lost.\n",
-        "| fault | exceptions in the app's calls | results changed | p50 µs | p99 µs | `shutdown(5)` s "
-        "| evaluations dropped | spans unfinished | telemetry flushed |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
+    header = [
+        "fault", "exceptions in the app's calls", "results changed", "p50 µs", "p99 µs", "`shutdown(5)` s",
+        "evaluations dropped", "spans unfinished", "telemetry flushed",
+    ]  # fmt: skip
+    rows = []
     for r in run.doc["results"]:
         if "error" in r:
-            lines.append(f"| {r['fault']} | did not report: {r['error'][:80]} | | | | | | | |")
+            rows.append([r["fault"], f"did not report: {r['error'][:80]}", *[""] * 7])
             continue
-        lines.append(
-            f"| {r['fault']} | {fmt(r['host_exceptions'])} | {fmt(r['results_changed'])} | "
-            f"{fmt(r['p50_us'], 0)} | {fmt(r['p99_us'], 0)} | {fmt(r['shutdown_s'])} | {fmt(r['dropped'])} | "
-            f"{fmt(r['unfinished_spans'])} | {fmt(r['telemetry_flushed'])} |"
-        )
-    lines += ["", cmds.markdown()]
-    return "\n".join(lines)
+        keys = ("host_exceptions", "results_changed", "p50_us", "p99_us", "shutdown_s", "dropped")
+        keys += ("unfinished_spans", "telemetry_flushed")
+        digits = {"p50_us": 0, "p99_us": 0}
+        rows.append([r["fault"], *(fmt(r[k], digits.get(k, 2)) for k in keys)])
+    intro = (
+        f"Each fault in an app process of its own: {run.doc['calls_per_fault']:,} decorated calls, each "
+        "result compared with the function's own by identity, then `faithtrace.shutdown(5)` and what its "
+        "report says it lost."
+    )
+    return _table_section(run, "### The app's calls under faults {#faults}", intro, header, rows)
