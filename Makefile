@@ -158,6 +158,7 @@ bench: judge bench-peers
 	$(BIN)/python benchmarks/request_path/overhead.py --quick
 	$(BIN)/python benchmarks/request_path/throughput.py --quick
 	$(BIN)/python benchmarks/request_path/eval_cpu.py --quick
+	$(BIN)/python benchmarks/request_path/faults.py --quick
 	$(BIN)/python benchmarks/judgment/accuracy.py --quick
 	$(BIN)/python benchmarks/report.py
 

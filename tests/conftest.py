@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 
+from faithtrace._common import safety
+
+# faithtrace's own suite, and only it, runs in strict mode: a faithtrace bug raises where it happens instead
+# of being swallowed and counted (what it does in production, and in any app's own test run).
+safety.raise_internal_errors = True
+
 # litellm must never try to fetch its price map from the internet during tests (the suite runs offline).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -123,6 +123,22 @@ def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -
     assert remote["judge_calls_per_call"] == 0
 
 
+def test_faults_runs_each_fault_in_a_host_process_and_reports_what_it_saw(tmp_path: Path) -> None:
+    out = tmp_path / "faults.json"
+    faults = "none,judge_500,otlp_refused,app_processor_on_end"
+    proc = _run("request_path/faults.py", "--calls", "5", "--faults", faults, "--out", str(out))
+    data = json.loads(out.read_text())
+    rows = {r["fault"]: r for r in data["results"]}
+    assert list(rows) == faults.split(",")
+    for row in rows.values():
+        assert row["calls"] == 5  # the host process ran and reported
+        assert row["host_exceptions"] == 0
+        assert row["results_changed"] == 0
+        assert 0 <= row["shutdown_s"] < 6.5  # shutdown(5) keeps its deadline (plus its grace)
+    assert data["summary"]["judge_and_exporter_faults"] == 2
+    assert "shutdown(5)" in proc.stdout
+
+
 def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str) -> None:
     data_file = tmp_path / "rows.jsonl"
     rows = [

@@ -431,6 +431,7 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_INTERNAL_ERRORS: Sum,
         n.METRIC_EXPORTER_ERRORS: Sum,
         n.METRIC_ANNOTATIONS: Sum,
+        n.METRIC_HOST_ERRORS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
         n.METRIC_HELD_SPANS: Gauge,
         n.METRIC_HOLD_RELEASES: Sum,

@@ -25,7 +25,7 @@ from faithtrace._runtime.pending_span import Offer, PendingSpan, end_held
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
-from faithtrace._telemetry import evaluation, setup
+from faithtrace._telemetry import evaluation, host_spans, setup
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.own_traces import own_tracer
@@ -105,7 +105,12 @@ class Runtime:
         self.capture = settings.capture
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
+        self.tracer = setup.with_private_ids(
+            trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
+        )
+        # The worker's spans (evaluation, judge calls, retriever) through a tracer whose spans never raise:
+        # the app's span processors run when they start and end (see ``host_spans``).
+        self.worker_tracer = host_spans.GuardedTracer(self.tracer)
         # faithtrace's own traces (the judge's calls, evaluations in a trace of their own): made on first use,
         # from the provider as it is then (a global provider may be set after configure()).
         self._own_tracer: trace.Tracer | None = None
@@ -135,15 +140,15 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse, self._remote, self.tracer)
+            pending.finish(self.capture, _refuse, self._remote, self.worker_tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote, self.tracer, self.held)
+            pending.finish(self.capture, worker.offer, self._remote, self.worker_tracer, self.held)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 self._first_worker()
-                capture, remote, tracer, held = self.capture, self._remote, self.tracer, self.held
+                capture, remote, tracer, held = self.capture, self._remote, self.worker_tracer, self.held
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
                     pending.finish(capture, offer, remote, tracer, held)
@@ -180,13 +185,14 @@ class Runtime:
 
     @property
     def own_tracer(self) -> trace.Tracer:
+        """The tracer of faithtrace's own traces (``own_traces``), guarded like the worker's."""
         if self._own_tracer is None:
-            self._own_tracer = own_tracer(self.tracer_provider)
+            self._own_tracer = host_spans.GuardedTracer(own_tracer(self.tracer_provider))
         return self._own_tracer
 
     # --- worker side ---------------------------------------------------------------------------------------
     async def score_job(self, job: Job) -> None:
-        """Score one queued job and turn the result into telemetry. Never raises (but under pytest)."""
+        """Score one queued job and turn the result into telemetry. Never raises (but in strict mode)."""
         started_ns = time.time_ns()
         result = await self.scorer.score(job.query, job.contexts, job.answer)
         finished_ns = time.time_ns()
@@ -221,7 +227,7 @@ class Runtime:
             return evaluation.emit_judge_trace(self.own_tracer, job, result, started_ns, capture)
         if self.settings.evaluation_placement == n.PLACEMENT_CHILD:
             return evaluation.emit_evaluation(
-                self.tracer, job, result, started_ns, capture, n.PLACEMENT_CHILD, finished_ns
+                self.worker_tracer, job, result, started_ns, capture, n.PLACEMENT_CHILD, finished_ns
             )
         return evaluation.emit_evaluation(
             self.own_tracer, job, result, started_ns, capture, n.PLACEMENT_LINKED, finished_ns
@@ -249,7 +255,8 @@ class Runtime:
     # --- lifecycle -----------------------------------------------------------------------------------------
     @staticmethod
     def _raise_kept(worker: Worker) -> None:
-        """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
+        """In strict mode (faithtrace's own tests), a faithtrace bug caught on the worker's threads fails the
+        test that flushes."""
         if worker.errors and safety.should_raise():
             errors, worker.errors = worker.errors, []
             raise errors[0]

@@ -33,6 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanKind, Status, StatusCode, Tracer
 
 from faithtrace._common.secrets import export_text
+from faithtrace._telemetry import host_spans
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.messages import message_attributes
 from faithtrace._telemetry.spans import Attributes, Exporter
@@ -294,7 +295,11 @@ def _truncated(span: trace.Span, keys: Sequence[str]) -> None:
     """Add ``keys`` to the span's list of attributes cut to the size cap (the RAG span may have one)."""
     if not keys:
         return
-    before = (getattr(span, "attributes", None) or {}).get(n.TRUNCATED) or ()
+    readable = span.wrapped if isinstance(span, host_spans.GuardedSpan) else span
+    try:
+        before = (getattr(readable, "attributes", None) or {}).get(n.TRUNCATED) or ()
+    except Exception:  # a span of the app's provider that cannot be read: its own list is left to it
+        before = ()
     span.set_attribute(n.TRUNCATED, sorted(set(before) | set(keys)))
 
 

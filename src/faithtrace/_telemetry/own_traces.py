@@ -24,6 +24,7 @@ from opentelemetry.trace import Tracer
 
 from faithtrace._common import safety
 from faithtrace._telemetry import names as n
+from faithtrace._telemetry import setup
 from faithtrace._version import __version__
 
 _SERVICE_NAME = "service.name"
@@ -63,13 +64,20 @@ def _build(provider: Any) -> Tracer:
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
         from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
+        # The app's id generator, unless it is the SDK's default, which draws from the random module: the
+        # app's seeded sequence must not shift because faithtrace starts spans (setup.private_id_generator).
+        ids = getattr(provider, "id_generator", None)
+        if ids is None or type(ids) is RandomIdGenerator:
+            ids = setup.private_id_generator()
         own = TracerProvider(
             sampler=ALWAYS_ON,
             resource=Resource(own_resource_attributes(dict(resource.attributes)), resource.schema_url),
             shutdown_on_exit=False,  # the processors are the app's: it shuts them down, never faithtrace
             active_span_processor=processor,
+            id_generator=ids,
             span_limits=getattr(provider, "_span_limits", None),
         )
     except Exception as exc:  # an SDK whose provider takes other arguments: the app's resource, as before
