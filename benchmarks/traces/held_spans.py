@@ -6,8 +6,9 @@ evaluation is on it, at most ``hold_timeout_s`` after the call. Two questions:
 * ``--scenario hold``: how long the default judge (the embedded llama.cpp judge) keeps spans held, so that
   the default ``hold_timeout_s`` fits it. Decorated calls answer real RAG rows (``--data``, RAGTruth's QA dev
   rows; without it, the example service's questions) one every ``--interval`` seconds, then ``--burst`` at
-  once; per call the evaluation's own time, its queue wait and the span's hold (export time minus the
-  call's end), and whether the deadline released it. Needs ``make judge``.
+  once, after one call that starts the judge; per call the evaluation's own time, its queue wait and the
+  span's hold (export time minus the call's end), and whether the deadline released it (its evaluation is
+  then read from the linked evaluation span). Needs ``make judge``.
 * ``--scenario kill9``: what ``kill -9`` of the app loses with held spans against placement ``child``. An
   app process configured from the environment alone (OTLP/gRPC to a receiver in this process, the SDK's
   batch defaults, the worker's defaults: 4 evaluations at once) makes calls at a steady rate, judged by a
@@ -226,6 +227,11 @@ def hold_run(rows: Sequence[tuple[str, list[str], str]], interval: float, burst:
     def call(question: str, contexts: list[str], text: str) -> str:
         return text
 
+    # The judge starts (the embedded one loads its model) and litellm is imported before the clock runs.
+    call(*rows[0])
+    faithtrace.flush(3600)
+    with lock:
+        exported.clear()
     paced = rows[: len(rows) - burst] if burst else rows
     started = time.monotonic()
     for question, contexts, text in paced:
@@ -236,23 +242,30 @@ def hold_run(rows: Sequence[tuple[str, list[str], str]], interval: float, burst:
     faithtrace.flush(3600)
     faithtrace.shutdown(30)
     provider.shutdown()
+    # An evaluation is on its RAG span, or (the span went out at the deadline) on an evaluation span of its
+    # own linked to it.
+    late = {s.links[0].context.span_id: s for s, _ in exported if s.name == names.EVALUATION_SPAN and s.links}
     per_call = []
     for span, at in exported:
         if span.name != FUNCTION:
             continue
-        attrs = span.attributes or {}
+        attrs = dict(span.attributes or {})
+        evaluated = late.get(span.context.span_id)
+        if evaluated is not None:
+            attrs.update(evaluated.attributes or {})
         per_call.append(
             {
                 "hold_s": round((at - span.end_time) / 1e9, 2),
                 "evaluation_s": attrs.get(names.EVAL_DURATION),
                 "queue_wait_s": attrs.get(names.EVAL_QUEUE_WAIT),
-                "released": attrs.get(names.HOLD_REASON) or names.HOLD_EVALUATED,
+                "released": (span.attributes or {}).get(names.HOLD_REASON) or names.HOLD_EVALUATED,
             }
         )
     per_call.sort(key=lambda c: c["hold_s"])
     paced_n = len(paced)
     holds = [c["hold_s"] for c in per_call]
     evals = [c["evaluation_s"] for c in per_call if c["evaluation_s"] is not None]
+    waits = [c["queue_wait_s"] for c in per_call if c["queue_wait_s"] is not None]
     return {
         "judge": settings.judge.model or "embedded local judge",
         "hold_timeout_s": settings.worker.hold_timeout_s,
@@ -265,6 +278,10 @@ def hold_run(rows: Sequence[tuple[str, list[str], str]], interval: float, burst:
             "p50": _common.percentile(evals, 50),
             "p95": _common.percentile(evals, 95),
             "max": max(evals, default=float("nan")),
+        },
+        "queue_wait_s": {
+            "p50": _common.percentile(waits, 50),
+            "max": max(waits, default=float("nan")),
         },
         "hold_s": {
             "p50": _common.percentile(holds, 50),
@@ -499,11 +516,11 @@ def main() -> None:
     result = hold_run(rows, args.interval, min(args.burst, len(rows)))
     print(
         _common.table(
-            ["judge", "hold_timeout_s", "calls", "eval p50", "eval p95", "eval max", "hold p95", "hold max",
-             "at deadline"],
+            ["judge", "hold_timeout_s", "calls", "eval p50", "eval p95", "eval max", "wait max", "hold p50",
+             "hold max", "at deadline"],
             [[result["judge"], result["hold_timeout_s"], result["calls"], result["evaluation_s"]["p50"],
-              result["evaluation_s"]["p95"], result["evaluation_s"]["max"], result["hold_s"]["p95"],
-              result["hold_s"]["max"], result["released_at_deadline"]]],
+              result["evaluation_s"]["p95"], result["evaluation_s"]["max"], result["queue_wait_s"]["max"],
+              result["hold_s"]["p50"], result["hold_s"]["max"], result["released_at_deadline"]]],
         )
     )  # fmt: skip
     out = args.out or _common.default_out("held-spans-hold", args.quick)
