@@ -301,6 +301,8 @@ class Fleet:
     # Scorers run with --spool and --replay-endpoint, as the kit's do (False: parts acknowledged before their
     # trace is scored live in memory only: the benchmarks' before/after).
     spool: bool = True
+    # The Redis the scorers share (`faithtrace serve --redis`): one judge budget, one record of traces scored.
+    redis_url: str | None = None
     # The proxy's flag --no-endpoints: it routes to stopped Collectors too (the tests' check that it matters).
     service_no_endpoints: bool = False
     running: dict[int, Proc] = field(default_factory=dict)  # Collector index -> its process
@@ -364,6 +366,8 @@ class Fleet:
             OTEL_METRIC_EXPORT_INTERVAL="1000",
             LITELLM_LOCAL_MODEL_COST_MAP="True",
         )
+        if self.redis_url:
+            env["FAITHTRACE_SERVE_REDIS"] = self.redis_url
         return env
 
     def add_scorer(

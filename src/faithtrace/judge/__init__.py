@@ -7,7 +7,7 @@ from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
 from faithtrace.judge.llm import load_litellm
 from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.judge.llm.client import Judge, JudgeReply, OutputRejected
-from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs
+from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs, price_per_token
 from faithtrace.judge.llm.request import Endpoint
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "StructuredOutput",
     "TokenLogprobs",
     "load_litellm",
+    "price_per_token",
 ]
