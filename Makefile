@@ -58,13 +58,14 @@ $(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
 
 judge: $(VENV)/.local-installed
 
-# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian), Arize Phoenix (own venv), and a
-# real browser for the trace-UI test: Debian's Chromium driven by playwright-core from npm (its own browser
-# download cannot work here, and is not needed with executablePath).
+# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian), Redis for the fleet's shared judge
+# budget (Debian), Arize Phoenix (own venv), and a real browser for the trace-UI test: Debian's Chromium driven
+# by playwright-core from npm (its own browser download cannot work here, and is not needed with executablePath).
 backends:
 	@missing=""; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
@@ -118,7 +119,7 @@ serve-wheels: $(BIN)/activate
 		echo ">> downloading the serve image's wheels into $(SERVE_WHEELS) (about 1 minute, once)"; \
 		mkdir -p $(SERVE_WHEELS) && \
 		$(PIP) download --disable-pip-version-check -q -c constraints.txt -d $(SERVE_WHEELS) \
-			'.[serve,kafka]' 'hatchling>=1.24' && touch $(SERVE_WHEELS)/.done; \
+			'.[serve,kafka,redis]' 'hatchling>=1.24' && touch $(SERVE_WHEELS)/.done; \
 	fi
 
 lint: $(VENV)/.dev-installed
@@ -140,7 +141,7 @@ docs: $(VENV)/.dev-installed
 
 test: judge backends otelcol jaeger kafka serve-wheels lint typecheck docs
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_SERVE_WHEELS=$(SERVE_WHEELS) FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
-		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) \
+		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) FAITHTRACE_REDIS_BIN=$$(command -v redis-server) \
 		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
 		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
