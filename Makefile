@@ -10,7 +10,7 @@ PIPFLAGS := --disable-pip-version-check -q -c constraints.txt
 # report AMX without the VM enabling it, and pip's wheel cache ignores CMAKE_ARGS, so we build the wheel
 # ourselves into a wheelhouse named after the flags and only ever install that wheel.
 # AVX-512 (with VNNI and VBMI) when this CPU has it: the judge reads ~900 prompt tokens per evaluation, and
-# a 1,200-token prompt took 12.6 s instead of 17.0 s on 2 cores here (benchmarks/judge_speed.py).
+# a 1,200-token prompt took 12.6 s instead of 17.0 s on 2 cores here (benchmarks/judgment/judge_speed.py).
 # The wheel is built on and for this machine; AMX stays off either way.
 LLAMA_VERSION := 0.3.36
 LLAMA_SIMD := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx512_vnni /proc/cpuinfo \
@@ -156,10 +156,10 @@ bench-peers: judge
 	benchmarks/setup_peers.sh
 
 bench: judge bench-peers
-	$(BIN)/python benchmarks/overhead.py --quick
-	$(BIN)/python benchmarks/throughput.py --quick
-	$(BIN)/python benchmarks/eval_cpu.py --quick
-	$(BIN)/python benchmarks/accuracy.py --quick
+	$(BIN)/python benchmarks/request_path/overhead.py --quick
+	$(BIN)/python benchmarks/request_path/throughput.py --quick
+	$(BIN)/python benchmarks/request_path/eval_cpu.py --quick
+	$(BIN)/python benchmarks/judgment/accuracy.py --quick
 	$(BIN)/python benchmarks/report.py
 
 clean:

@@ -28,8 +28,8 @@ import yaml
 
 from faithtrace._telemetry import names
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _common import fake_judge  # the benchmarks' fixed-latency judge, in its own process
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root: `benchmarks.*`
+from benchmarks._shared.common import fake_judge  # the benchmarks' fixed-latency judge, in its own process
 
 from _ports import free_port
 
@@ -84,7 +84,7 @@ def serve_available() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`faithtrace serve --help` could not run: {exc}"
     if done.returncode != 0 or "--grpc-port" not in done.stdout:
-        return "`faithtrace serve` is not available in this build (issue 17's scorer has not landed)"
+        return "`faithtrace serve` is not available in this build (the scorer is not part of it)"
     return None
 
 

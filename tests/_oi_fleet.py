@@ -1,7 +1,7 @@
 """OpenInference apps (tests/_oi_fleet_app.py: LlamaIndex, LangChain) through a fleet, and the check that
 every RAG trace was scored exactly once, against its own root span and its own answer.
 
-Shared by tests/test_fleet_openinference.py (a few traces per scenario) and benchmarks/fleet.py
+Shared by tests/test_fleet_openinference.py (a few traces per scenario) and benchmarks/fleet/fleet.py
 (``--phases openinference``: 500 and more per scenario).
 """
 

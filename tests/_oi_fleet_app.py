@@ -1,6 +1,7 @@
 """An app traced by OpenInference and nothing else (no faithtrace in it), sending OTLP/gRPC to a Collector:
 a real LlamaIndex query engine or a real LangChain retrieval chain over the same two documents, with scripted
-LLMs and mock embeddings. Run as a script by tests/_oi_fleet.py (the fleet tests and benchmarks/fleet.py).
+LLMs and mock embeddings. Run as a script by tests/_oi_fleet.py (the fleet tests and
+benchmarks/fleet/fleet.py).
 
 Each RAG query gets its own answer (it names its number), so an evaluation judged against the wrong span or
 the wrong trace's text is told apart from a right one. For each RAG trace it prints one JSON line with the

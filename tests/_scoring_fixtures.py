@@ -22,7 +22,7 @@ import pytest
 
 from faithtrace import JudgeSettings
 
-# The hand-written probes of issue 13 (benchmarks/data/probes.jsonl): contradictions and faithful paraphrases.
+# The hand-written probes (benchmarks/data/probes.jsonl): contradictions and faithful paraphrases.
 PROBES: list[dict[str, Any]] = [
     json.loads(line)
     for line in (Path(__file__).resolve().parents[1] / "benchmarks/data/probes.jsonl")

@@ -18,12 +18,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))  # `benchmarks.*`
 
-import _accuracy_metrics  # noqa: E402
-import _common  # noqa: E402
-import _fakejudge  # noqa: E402
-import report  # noqa: E402
+from benchmarks import report  # noqa: E402
+from benchmarks._page import plots as _page_plots  # noqa: E402
+from benchmarks._page import results  # noqa: E402
+from benchmarks._shared import common as _common  # noqa: E402
+from benchmarks._shared import fakejudge as _fakejudge  # noqa: E402
+from benchmarks._shared import metrics as _accuracy_metrics  # noqa: E402
 
 
 def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -48,7 +50,8 @@ def fake_judge_url() -> Iterator[str]:
 def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None:
     out = tmp_path / "overhead.json"
     proc = _run(
-        "overhead.py", "--calls", "50", "--rounds", "2", "--lead-in", "20", "--no-peers", "--out", str(out)
+        "request_path/overhead.py", "--calls", "50", "--rounds", "2", "--lead-in", "20", "--no-peers",
+        "--out", str(out),
     )  # fmt: skip
     data = json.loads(out.read_text())
     rows = {r["variant"]: r for r in data["results"]}
@@ -72,7 +75,7 @@ def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None
 def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
     _run(
-        "throughput.py",
+        "request_path/throughput.py",
         "--latency", "0.02",
         "--concurrency", "2",
         "--per-worker", "2",
@@ -106,7 +109,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
 
 def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -> None:
     out = tmp_path / "eval-cpu.json"
-    _run("eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
+    _run("request_path/eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
     modes = {m["mode"]: m for m in json.loads(out.read_text())["modes"]}
     local, remote = modes["in-process"], modes["remote"]
     assert local["errors"] == []
@@ -131,7 +134,7 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
     data_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "accuracy.json"
     _run(
-        "accuracy.py",
+        "judgment/accuracy.py",
         "--data", str(data_file),
         "--limit", "1",
         "--systems", "faithtrace",
@@ -159,8 +162,9 @@ def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str)
 
     # --resume keeps finished rows: nothing is scored again, the figures are the same.
     before = rows_file.read_text()
-    _run("accuracy.py", "--data", str(data_file), "--limit", "1", "--systems", "faithtrace", "--resume",
-         "--judge-model", "openai/bench-fake", "--api-base", fake_judge_url, "--out", str(out))  # fmt: skip
+    _run("judgment/accuracy.py", "--data", str(data_file), "--limit", "1", "--systems", "faithtrace",
+         "--resume", "--judge-model", "openai/bench-fake", "--api-base", fake_judge_url,
+         "--out", str(out))  # fmt: skip
     assert rows_file.read_text() == before
     assert json.loads(out.read_text())["systems"]["faithtrace"] == ft
 
@@ -174,7 +178,7 @@ def test_metrics_match_hand_computed_values() -> None:
 
 
 def test_accuracy_ranks_by_the_claims_final_verdicts_and_the_judges_confidence() -> None:
-    import accuracy
+    from benchmarks.judgment import accuracy
 
     claims = [
         ["Proven.", "yes", None, "proof", None],
@@ -244,7 +248,7 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
         ["Bake it and cover with foil.", "yes", None, "judge", 0.6],
     ]
     rows.write_text(json.dumps({"system": "faithtrace", "id": "r", "score": 1.0, "claims": claims}) + "\n")
-    out = _run("claim_level.py", str(rows), "--data", str(data)).stdout
+    out = _run("judgment/claim_level.py", str(rows), "--data", str(data)).stdout
     assert "{'proof': [1, 0], 'judge': [2, 1]}" in out
     assert "judged claims: 2, labelled false: 1" in out
     assert "claim-level AUROC of 1 - P(supported): 1.0" in out
@@ -256,7 +260,8 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
 
 @pytest.mark.judge
 def test_judge_speed_prints_prompt_and_decode_times_from_the_real_model() -> None:
-    out = _run("judge_speed.py", "--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2").stdout
+    args = ("--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2")
+    out = _run("judgment/judge_speed.py", *args).stdout
     assert "48 prompt tokens" in out
     for line in ("logits for every position:", "logits for the last only:", "ms per token", "verdict reply"):
         assert line in out
@@ -277,7 +282,7 @@ def test_budget_counts_evaluations_over_the_limits_and_compares_runs(tmp_path: P
     other = [row("1", (1000, 50), 12.0, 0.9), row("2", (1200, 60), 20.0, 0.5)]
     ours.write_text("".join(json.dumps(r) + "\n" for r in mine))
     theirs.write_text("".join(json.dumps(r) + "\n" for r in other))
-    out = _run("budget.py", str(ours), "--against", str(theirs)).stdout
+    out = _run("judgment/budget.py", str(ours), "--against", str(theirs)).stdout
     assert "2 of 3 evaluations called the judge" in out
     assert "judge tokens: mean 1155.0, median 1155.0, 90th percentile 1260.0, max 1260.0; over 1,100: 1" in (
         out
@@ -289,21 +294,118 @@ def test_budget_counts_evaluations_over_the_limits_and_compares_runs(tmp_path: P
     assert "same tokens 2; mean seconds 12.50 against 16.00" in out
 
 
-def test_the_benchmarks_page_is_rendered_from_the_results(tmp_path: Path) -> None:
-    """docs/benchmarks.md is report.py's rendering of results/ as they are: nothing on it is hand-copied."""
+def test_the_benchmarks_page_and_its_plots_are_rendered_from_the_results() -> None:
+    """docs/benchmarks.md and its SVGs are report.py's rendering of results/ as they are: nothing on them is
+    hand-copied, and every result file is on the page, a section for it or not."""
     assert report.main(["--check"]) == 0, "run: python benchmarks/report.py"
     page = report.PAGE.read_text(encoding="utf-8")
     results = sorted((BENCH / "results").glob("*.json"))
-    assert {p.stem for p in results} >= {"overhead", "throughput", "eval-cpu", "fleet", "accuracy"}
-    for path in results:  # every result file is on the page, a renderer or not
+    assert {p.stem for p in results} >= {"overhead", "throughput", "eval-cpu", "fleet", "accuracy", "probes"}
+    for path in results:
         doc = json.loads(path.read_text(encoding="utf-8"))
         assert f"`{doc['command']}`" in page, path.name
+    # The overhead's spread per variant, the judges' ROC, the fleet's scaling against its ideal.
+    for name in ("overhead.svg", "roc.svg", "fleet-scaling.svg"):
+        assert f"(images/benchmarks/{name})" in page
+        assert (report.IMAGES / name).read_text(encoding="utf-8").startswith("<?xml")
 
 
-def test_a_result_without_a_table_is_still_listed(tmp_path: Path) -> None:
+def test_the_check_fails_on_a_changed_plot_and_on_a_plot_no_result_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page, images = report.render(results.load())
+    monkeypatch.setattr(report, "PAGE", tmp_path / "benchmarks.md")
+    monkeypatch.setattr(report, "IMAGES", tmp_path / "images")
+    report.PAGE.write_text(page, encoding="utf-8")
+    report.IMAGES.mkdir()
+    for name, svg in images.items():
+        (report.IMAGES / name).write_text(svg, encoding="utf-8")
+    assert report.stale(page, images) == []
+    (report.IMAGES / "roc.svg").write_text(images["roc.svg"].replace("AUROC", "AUC"), encoding="utf-8")
+    assert report.stale(page, images) == [str(report.IMAGES / "roc.svg")]
+    (report.IMAGES / "roc.svg").write_text(images["roc.svg"], encoding="utf-8")
+    (report.IMAGES / "old.svg").write_text("<svg/>", encoding="utf-8")
+    assert report.stale(page, images) == [str(report.IMAGES / "old.svg")]
+
+
+def test_the_plots_are_the_same_bytes_from_the_same_results() -> None:
+    first = report.render(results.load())[1]
+    assert report.render(results.load())[1] == first
+    for svg in first.values():
+        assert "<dc:date>" not in svg  # no timestamp: a rerun on unchanged results changes no image
+
+
+def _headline_rows(page: str) -> dict[str, list[str]]:
+    table = page.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in table.splitlines() if line.startswith("| ")][2:]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in rows}
+
+
+def test_the_headline_figures_equal_the_results_files() -> None:
+    """Each headline figure, read again straight from its results file by the keys the page cites, is the
+    number on the page; the row's date is its newest source's."""
+    rows = _headline_rows(report.PAGE.read_text(encoding="utf-8"))
+    headlines = report.headlines(results.load())
+    assert len(headlines) >= 10
+    assert set(rows) == {h.question for h in headlines}
+    for h in headlines:
+        _, answer, date, section = rows[h.question]
+        assert section == f"[{h.anchor}](#{h.anchor})"
+        assert f"{{#{h.anchor}}}" in report.PAGE.read_text(encoding="utf-8")
+        days = set()
+        for figure in h.figures:
+            doc = json.loads(figure.run.path.read_text(encoding="utf-8"))
+            value = doc
+            for key in figure.keys:
+                value = value[key]
+            assert value == figure.value, (h.question, figure.keys)
+            assert results.fmt(value, figure.digits) in answer, (h.question, figure.keys)
+            days.add(doc["date"][:10])
+        assert date == max(days), h.question
+
+
+def test_the_headline_reads_each_judge_and_fleet_path_from_its_latest_run() -> None:
+    by_question = {h.question: h for h in report.headlines(results.load())}
+    faithtrace = by_question["Accuracy on 120 RAGTruth dev rows: faithtrace, embedded judge"]
+    accuracy_runs = [json.loads(p.read_text()) for p in (BENCH / "results").glob("accuracy*.json")]
+    newest = max((d for d in accuracy_runs if "faithtrace" in d["systems"]), key=lambda d: d["date"])
+    assert {f.run.doc["date"] for f in faithtrace.figures} == {newest["date"]}
+    assert any(q.startswith("Accuracy on 120 RAGTruth dev rows: DeepEval") for q in by_question)
+    for path in ("load-balancing", "Kafka"):
+        assert f"Evaluations/s against replicas, {path} path (judge 300 ms)" in by_question
+        assert f"Faults survived, {path} path" in by_question
+
+
+def test_latest_keeps_the_newest_run_of_each_setting(tmp_path: Path) -> None:
+    def run(name: str, date: str) -> results.Run:
+        return results.Run(tmp_path / name, {"benchmark": "x", "date": date})
+
+    old, new = run("a.json", "2026-01-01T00:00:00+00:00"), run("b.json", "2026-02-01T00:00:00+00:00")
+    kept = results.latest([("kill", new, 1), ("kill", old, 2), ("restart", old, 3)])
+    assert kept == {"kill": (new, 1), "restart": (old, 3)}
+
+
+def test_the_roc_curves_enclose_the_auroc_the_results_report() -> None:
+    """The ROC plot is drawn from the per-row figures the results keep; its area is the table's AUROC."""
+    for path in (BENCH / "results").glob("accuracy*.json"):
+        for name, s in json.loads(path.read_text())["systems"].items():
+            if "per_row" in s:
+                points = _page_plots.roc_points(s["per_row"])
+                assert _accuracy_metrics.area(points) == pytest.approx(s["auroc"]), (path.name, name)
+
+
+def test_roc_points_step_through_ties_diagonally() -> None:
+    labels, scores = [True, False, True, False], [0.9, 0.5, 0.5, 0.1]
+    points = _accuracy_metrics.roc_points(labels, scores)
+    assert points == [(0.0, 0.0), (0.0, 0.5), (0.5, 1.0), (1.0, 1.0)]
+    assert _accuracy_metrics.area(points) == pytest.approx(_accuracy_metrics.auroc(labels, scores))
+
+
+def test_a_result_without_a_section_is_still_listed(tmp_path: Path) -> None:
     doc = {"benchmark": "new_thing", "date": "2026-01-01", "command": "python benchmarks/new_thing.py"}
     doc["machine"] = {"cpu": "x", "cores": 2, "loadavg_1m": 0.0, "python": "3.11"}
-    text = report._other(doc, tmp_path / "new-thing.json")
-    assert "## new_thing" in text
-    assert "`python benchmarks/new_thing.py`" in text
-    assert "benchmarks/results/new-thing.json" in text
+    (tmp_path / "new-thing.json").write_text(json.dumps(doc))
+    page, _ = report.render(results.load(tmp_path))
+    assert "### new_thing" in page
+    assert "`python benchmarks/new_thing.py`" in page
+    assert "benchmarks/results/new-thing.json" in page

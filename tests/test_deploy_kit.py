@@ -202,7 +202,7 @@ def test_a_stopping_collector_sheds_its_connections_and_held_traces_before_sigte
         params = config["receivers"][name]["protocols"]["grpc"]["keepalive"]["server_parameters"]
         age, age_grace = _seconds(params["max_connection_age"]), _seconds(params["max_connection_age_grace"])
         assert pre_stop >= 1.1 * age + age_grace + held, (name, pre_stop, age, age_grace, held)
-    # The stop took 0-8.5 s in benchmarks/fleet.py's restarts (docs/fleet.md).
+    # The stop took 0-8.5 s in benchmarks/fleet/fleet.py's restarts (docs/fleet.md).
     assert grace - pre_stop >= 30
 
 

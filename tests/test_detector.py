@@ -314,21 +314,21 @@ def _bench(script: str, *args: str) -> str:
 def test_the_detector_benchmarks_run_and_say_the_model_is_tiny(tmp_path: Path) -> None:
     data = tmp_path / "dev.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in DEV_ROWS))
-    out = _bench("detector_windows.py", "--model", str(TINY), "--data", str(data), "--window-tokens", "32",
-                 "--out", str(tmp_path / "w.json"))  # fmt: skip
+    out = _bench("detector/detector_windows.py", "--model", str(TINY), "--data", str(data),
+                 "--window-tokens", "32", "--out", str(tmp_path / "w.json"))  # fmt: skip
     assert "TINY test model" in out
     summary = json.loads((tmp_path / "w.json").read_text())["summary"]
     assert [s["combination"] for s in summary] == ["first", "min", "max"]
     assert all(s["rows"] == 2 and s["rows_with_several_windows"] >= 1 for s in summary)
 
-    _bench("detector_latency.py", "--model", str(TINY), "--data", str(data), "--limit", "2", "--threads", "1",
-           "--out", str(tmp_path / "l.json"))  # fmt: skip
+    _bench("detector/detector_latency.py", "--model", str(TINY), "--data", str(data), "--limit", "2",
+           "--threads", "1", "--out", str(tmp_path / "l.json"))  # fmt: skip
     systems = json.loads((tmp_path / "l.json").read_text())["systems"]
     assert [s["evaluations"] for s in systems] == [2, 2]
     assert systems[1]["system"] == "tiny-detector"
     assert systems[1]["windows_per_eval"] >= 1
 
-    _bench("accuracy.py", "--systems", "detector", "--detector-model", str(TINY), "--data", str(data),
-           "--limit", "0", "--out", str(tmp_path / "a.json"))  # fmt: skip
+    _bench("judgment/accuracy.py", "--systems", "detector", "--detector-model", str(TINY),
+           "--data", str(data), "--limit", "0", "--out", str(tmp_path / "a.json"))  # fmt: skip
     detector = json.loads((tmp_path / "a.json").read_text())["systems"]["detector"]
     assert (detector["rows"], detector["llm_calls_per_eval"], detector["invalid_rate"]) == (2, 0.0, 0.0)

@@ -240,7 +240,7 @@ def test_make_demo_scores_answers_with_the_local_judge(local_judge: LocalEndpoin
     assert rows[1]["evaluation"]["output_tokens"] > 0
     # "Batteries are covered for 4 years" against "2 years" in the passage: the judge must not pass it.
     assert rows[1]["evaluation"]["label"] == "fail", stdout
-    # An added fact the documents say nothing about is not in them, never "contradicted" (issue 25).
+    # An added fact the documents say nothing about is not in them, never "contradicted".
     added = rows[2]["evaluation"]["claims"][-1]
     assert added["text"].startswith("Express next-day delivery"), stdout
     assert added["status"] == "not_in_documents", stdout

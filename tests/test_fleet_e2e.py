@@ -1,8 +1,8 @@
 # ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
 """End to end through the real Collector: an app with `configure(scoring="remote")` -> Collector (load
 balancing by trace ID, persistent queue, collector/otelcol/fleet.yaml) -> 3 `faithtrace serve` replicas
-(judge: the fixed-latency stand-in benchmarks/_fakejudge.py, answering through litellm's real client path)
--> Collector -> a sink Collector (the trace backend) writing a file read back here, and Prometheus
+(judge: the fixed-latency stand-in benchmarks/_shared/fakejudge.py, answering through litellm's real client
+path) -> Collector -> a sink Collector (the trace backend) writing a file read back here, and Prometheus
 scraping the Collector's Prometheus exporter.
 
 Faults: one replica SIGKILLed mid-run (and started again, as its orchestrator would: with the static resolver

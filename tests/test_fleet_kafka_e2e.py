@@ -9,7 +9,7 @@ only (mock LLMs). Every RAG trace must come back scored exactly once without fau
 (or decorated) span and its own answer text; through `kill -9` of a replica, a broker restart and a
 Collector SIGKILL, at least once, with the duplicates counted and reported.
 
-The counts are small for a shared 2-core CI; benchmarks/fleet_kafka.py runs the same scenarios at >= 500
+The counts are small for a shared 2-core CI; benchmarks/fleet/fleet_kafka.py runs the same scenarios at >= 500
 traces each and prints the figures.
 """
 

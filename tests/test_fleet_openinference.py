@@ -8,7 +8,7 @@ Every RAG trace must be scored exactly once, against its own root span and its o
 answer names its number, so a judged text splitter output or another trace's answer shows), with the roots
 sent late, with saturated replicas, among chat traces that must cost nothing, and through a replica
 killed with SIGKILL mid-run. The counts are small for
-CI; benchmarks/fleet.py --phases openinference runs the same scenarios over 500 traces each.
+CI; benchmarks/fleet/fleet.py --phases openinference runs the same scenarios over 500 traces each.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_a_replica_killed_mid_run_loses_no_llamaindex_trace(
     With fleet.yaml alone a trace split over requests may have a part acknowledged before its score (a root
     that came first, a retriever's part after --hold): the replicas keep those in their spool, as the kit's
     do, and the restarted one sends them back through the Collector's replay receiver. Without the spool,
-    benchmarks/fleet.py --oi-scenarios kill9 lost 3 to 7 of 500 per run (docs/fleet.md)."""
+    benchmarks/fleet/fleet.py --oi-scenarios kill9 lost 3 to 7 of 500 per run (docs/fleet.md)."""
     count = 50
     with _fleet(tmp_path, otelcol, 0.2, grouped=grouped) as group:
         app = start_oi_app(group, "llama", count, interval_s=0.1)

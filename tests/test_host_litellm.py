@@ -68,8 +68,8 @@ def test_failing_judge_calls_reach_no_host_failure_callback() -> None:
 
 
 def test_litellm_otel_callback_traces_no_judge_call() -> None:
-    """The issue's set-up: ``litellm.callbacks = ["otel"]`` with the host's OTel SDK. Before the fix every
-    judge call became a root span of its own there, carrying the full judge prompt."""
+    """A host with ``litellm.callbacks = ["otel"]`` and its own OTel SDK: no judge call may become a root span
+    of its own there, carrying the full judge prompt."""
     out = _run("--requests", "40", "--otel")
     assert out["judge_requests"] >= 40
     assert "fake-judge" not in out["otel_span_models"], out["otel_span_models"]

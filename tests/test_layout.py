@@ -178,7 +178,7 @@ def test_scoring_and_serve_reach_the_judge_through_its_package() -> None:
 
 
 def test_large_modules_are_reported() -> None:
-    """Not a failure (issue 26): a module splits where its responsibilities part, as ``scoring.pipeline`` /
+    """Not a failure: a module splits where its responsibilities part, as ``scoring.pipeline`` /
     ``claims`` / ``verdicts`` / ``run`` did, not at a line count; a hard cap made modules split by size and
     lines squeezed. Over ``MAX_LINES`` a module is worth a look, so the test warns."""
     sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in MODULES.items()}

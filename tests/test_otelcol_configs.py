@@ -69,7 +69,7 @@ def test_validate_rejects_what_the_collector_would_reject(otelcol: str, tmp_path
     assert "routing_key" in done.stdout + done.stderr
 
     config = _fleet()
-    # A real contrib processor this distribution does not include (groupbytrace, used here before, now is).
+    # A real contrib processor this distribution does not include.
     config["processors"]["k8sattributes"] = {}
     config["service"]["pipelines"]["traces/apps"]["processors"].append("k8sattributes")
     bad = tmp_path / "unknown-component.yaml"
@@ -121,7 +121,7 @@ def test_fleet_balances_by_trace_id_through_one_persistent_queue() -> None:
     assert config["extensions"][storage]["fsync"] is True
     # Queued requests go out in parts of a few spans, many at once: the load balancer sends one request to its
     # backends one after another, each answering once it has scored its share, so whole app batches had the
-    # replicas take turns (benchmarks/fleet.py). Nothing waits to be merged.
+    # replicas take turns (benchmarks/fleet/fleet.py). Nothing waits to be merged.
     batch = queue["batch"]
     assert batch["sizer"] == "items"
     assert 0 < batch["max_size"] <= 64

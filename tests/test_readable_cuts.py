@@ -12,7 +12,7 @@ from faithtrace._common.shorten import ELLIPSIS, shorten
 from faithtrace.scoring import reasons
 from faithtrace.scoring.models import ClaimVerdict, VerdictCounts
 
-# What the embedded judge wrote about the demo's added fact (issue 25), and a paragraph of several sentences.
+# What the embedded judge wrote about the demo's added fact, and a paragraph of several sentences.
 JUDGE_REASON = (
     "The documents say nothing about express next-day delivery, and the word 'everywhere' in the claim is "
     "not supported by the text, which only mentions standard shipping within the EU."

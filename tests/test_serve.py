@@ -454,7 +454,7 @@ def test_requests_in_flight_when_nothing_takes_the_results_are_answered_after_on
         stats = serve.stats()
         assert stats["export_failures"] == 6
         # One export was tried and waited out its timeout; those queued behind it were not tried (on a busy
-        # machine an evaluation may finish after that window and try once more; without the fix all six do).
+        # machine an evaluation may finish after that window and try once more; never all six).
         assert serve.log.read_text().count("Failed to export traces") <= 2, serve.log.read_text()
         judged = len(fake_judge.requests)
         assert post(106) == 503

@@ -12,9 +12,9 @@ Two bounded stages, both fed without blocking and both drained by one dispatcher
 The host's threads only ever call ``handoff()``: a length check, a deque append and, only when the dispatcher
 has been idle for a while, one event set. While calls keep coming the dispatcher looks at the inbox every few
 milliseconds instead of being woken per call: on busy cores, waking another thread can cost the calling thread
-a trip through the scheduler (it showed in the host's tail latency in ``benchmarks/throughput.py``), and the
-poll costs the host nothing. The worker knows nothing about prompts or telemetry; it runs the two callables
-it is given.
+a trip through the scheduler (it showed in the host's tail latency in
+``benchmarks/request_path/throughput.py``), and the poll costs the host nothing. The worker knows nothing
+about prompts or telemetry; it runs the two callables it is given.
 """
 
 from __future__ import annotations

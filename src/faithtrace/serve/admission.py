@@ -2,7 +2,7 @@
 
 Refusing at once (429 / RESOURCE_EXHAUSTED with RetryInfo) leaves the work with the sender's back-off: the
 Collector retries after max(its exponential back-off, the delay asked for), so under a burst the replica ran
-dry between waves of retries (benchmarks/fleet.py: one replica at 8.3 of the 13.3 evaluations/s its
+dry between waves of retries (benchmarks/fleet/fleet.py: one replica at 8.3 of the 13.3 evaluations/s its
 --concurrency allows). A request that fits in the line instead waits, for at most ``wait_s``, and goes in
 as soon as evaluations finish. The line is bounded: at most ``max_items`` RAG items wait, the rest are refused
 at once, so memory stays bounded by the admitted items plus the line.

@@ -15,7 +15,7 @@ How the windows' probabilities combine is a choice (``Combine``):
 - ``max``: the highest hallucination probability over the windows (LettuceDetect's code). Measured here on
   RAGTruth-QA with 512-token windows it *lowered* AUROC from 0.78 (one truncated window) to 0.70.
 
-``benchmarks/detector_windows.py`` measures both on the dev rows.
+``benchmarks/detector/detector_windows.py`` measures both on the dev rows.
 """
 
 from __future__ import annotations

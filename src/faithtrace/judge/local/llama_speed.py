@@ -2,10 +2,10 @@
 
 faithtrace asks the embedded judge for a short grammar-constrained JSON reply at temperature 0 with the top
 log-probabilities of each output token. With llama-cpp-python's own code an output token cost 272 ms on
-this 2-core CPU, against 36 ms for the model's forward pass (``benchmarks/judge_speed.py``); with the first
-two changes below and a heap in place of the full sort, ~84 ms (a cProfile: 24 ms ranking the vocabulary
-in Python, 17 ms in the grammar); with all four, the forward pass. ``install`` makes them; each gives
-exactly the tokens of llama-cpp-python's own code, and its log-probabilities
+this 2-core CPU, against 36 ms for the model's forward pass (``benchmarks/judgment/judge_speed.py``); with
+the first two changes below and a heap in place of the full sort, ~84 ms (a cProfile: 24 ms ranking the
+vocabulary in Python, 17 ms in the grammar); with all four, the forward pass. ``install`` makes them; each
+gives exactly the tokens of llama-cpp-python's own code, and its log-probabilities
 (tests/test_local_judge_server.py compares them on the real model):
 
 - ``eval_last_logits``: the output layer runs for the last prompt position of each batch only;
@@ -112,7 +112,7 @@ def eval_last_logits(llm: Any, tokens: Sequence[int]) -> None:
     unwritten, so this server refuses requests for the prompt's own log-probabilities (``echo`` with
     ``logprobs``, ``refuse_prompt_logprobs``), which faithtrace never makes. A 1,200-token prompt on 2
     threads here: 20.5 s with every row, 17.0 s with the last (llama.cpp built for AVX2; 14.8 s and 12.6 s
-    for AVX-512), by ``benchmarks/judge_speed.py``.
+    for AVX-512), by ``benchmarks/judgment/judge_speed.py``.
     """
     import numpy as np
 

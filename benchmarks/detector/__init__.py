@@ -1,0 +1,1 @@
+"""The span detector: latency per evaluation, how its windows combine, whether it wants its own process."""
