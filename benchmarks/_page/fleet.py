@@ -14,6 +14,7 @@ KAFKA = "Kafka"
 # The faults the headline reports, per path (the scenario names the scripts write).
 LB_FAULTS = {
     "replica kill -9 + restart": "replica kill -9",
+    "replica kill -9 + restart, --redis": "replica kill -9 with --redis",
     "Collector SIGKILL": "Collector SIGKILL",
     "Collector restart": "Collector restart",
     "2 Collectors, rolling restart": "rolling restart of 2 Collectors",
@@ -22,6 +23,7 @@ KAFKA_SCENARIOS = {
     "none": "no fault",
     "saturated": "saturated replicas",
     "kill": "replica kill -9",
+    "kill, --redis": "replica kill -9 with --redis",
     "broker": "broker restart",
     "collector": "Collector SIGKILL",
     "collector-restart": "Collector restart",
@@ -34,6 +36,7 @@ LB_ORDER = [
     "saturated",
     "non-RAG flood x10",
     "replica kill -9 + restart",
+    "replica kill -9 + restart, --redis",
     "replica kill -9 + restart, no spool",
     "Collector SIGKILL",
     "Collector restart",
@@ -70,12 +73,17 @@ def _faults(runs: list[Run]) -> dict[Any, tuple[Run, tuple[str | int, ...]]]:
             # A file without the phase's own judge latency ran the phase's default judge, 10 ms.
             ms = round(run.doc.get("openinference_judge_latency_s", 0.01) * 1000)
             for i, r in enumerate(run.doc["openinference"]):
-                yield (LB, r["scenario"], r["config"], ms), run, ("openinference", i)
+                yield (LB, _stored(r), r["config"], ms), run, ("openinference", i)
         for run in of_kind(runs, "fleet_kafka"):
             for i, r in enumerate(run.doc.get("scenarios") or []):
-                yield (KAFKA, r["scenario"], "fleet-kafka.yaml", None), run, ("scenarios", i)
+                yield (KAFKA, _stored(r), "fleet-kafka.yaml", None), run, ("scenarios", i)
 
     return latest(items())
+
+
+def _stored(row: dict[str, Any]) -> str:
+    """A scenario's name, marked when its replicas shared a Redis (`--redis`: the record of scored traces)."""
+    return f"{row['scenario']}, --redis" if row.get("store") == "redis" else str(row["scenario"])
 
 
 def headlines(runs: list[Run]) -> list[Headline]:

@@ -169,6 +169,8 @@ class Evaluations:
             return "failed"
         if first is not False:  # a duplicate another replica exported first is not counted twice
             app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
+            if first:  # recorded: nobody judges it again, so its counts are exported at once (apps.py)
+                app.flush_metrics()
         self.counters.scored += 1
         return "ok"
 

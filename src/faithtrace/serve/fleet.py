@@ -39,9 +39,7 @@ _MAX_PENDING_SETTLEMENTS = 10_000
 @dataclass
 class FleetCounters:
     scored_elsewhere: int = 0  # items the store's record says were scored already: not judged
-    duplicates_exported: int = (
-        0  # exported while another replica had exported them first: metrics not counted
-    )
+    duplicates_exported: int = 0  # another replica had exported them first: their metrics not counted
     store_unchecked: int = 0  # judged without the record's word: the store did not answer
     store_unrecorded: int = 0  # exported and not recorded: the store did not answer
     store_outages: int = 0
@@ -159,7 +157,11 @@ class Fleet:
         """The store's answer; this replica's window's (without a store, or its share while the store is
         down); None: the store is down and the budget closed."""
         if self.store is None:
-            return (Begun() if est is None else self._local.begin(est)), self._local
+            if est is None:
+                return Begun(), self._local
+            begun = self._local.begin(est)
+            self._seen = (begun.tokens, begun.cost)
+            return begun, self._local
         asked = time.monotonic()
         try:
             begun = await self.store.begin(ident, self.window, est)

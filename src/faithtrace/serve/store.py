@@ -171,6 +171,9 @@ class RedisStore:
             retry=Retry(NoBackoff(), 0),
             retry_on_timeout=False,
             health_check_interval=0,
+            # Connections open on demand, one per call in flight (evaluations at once, and their exports):
+            # the client's default cap of 100 would fail calls past it as if the store were down.
+            max_connections=4096,
         )
         prefix = f"faithtrace:{{{fleet}}}"
         self._scored = f"{prefix}:scored:"
