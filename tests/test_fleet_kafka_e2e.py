@@ -288,8 +288,9 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
         apps.wait()
         run = check(group, apps, "consumer SIGKILLed, shared record", record_property)
         traces = len(run.expected)
-        # The window left: an evaluation exported and not yet recorded when its replica died.
-        assert run.duplicates <= max(1, traces // 100), run.duplicates
+        # The window left: evaluations whose export was under way, or accepted and not yet recorded, when
+        # their replica died (a few at most; without the record, every scored trace read again).
+        assert run.duplicates <= 3, run.duplicates
         stats = group.consumer_stats()
         elsewhere = sum(s["scored_elsewhere"] for s in stats)
         print(f"scored elsewhere: {elsewhere}, judge requests {group.judge_requests()}")

@@ -59,6 +59,8 @@ def test_two_replicas_spend_one_budget_and_never_judge_what_the_other_scored(
         run_serve(replica_dir(tmp_path, "a"), fake_judge.base_url, sink.port, **env) as a,
         run_serve(replica_dir(tmp_path, "b"), fake_judge.base_url, sink.port, **env) as b,
     ):
+        banner = f"judge budget {budget * 60} tokens/hour over 60 s windows shared with the fleet in Redis"
+        assert banner in a.log.read_text()
         for i in range(
             40
         ):  # one at a time, alternately: every answer is 200 (scored, or skipped and counted)

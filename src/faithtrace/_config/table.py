@@ -282,7 +282,7 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     # --- the fleet's shared store and judge budget (serve/fleet.py) ---
     Option("serve.redis", "Redis URL (redis://host:6379/0; rediss:// for TLS) of the store the replicas "
         "share: one judge budget for the fleet, and the record of traces scored, checked before judging "
-        "(none: each replica keeps its budget and record alone).",
+        "(none: each replica keeps its budget and record alone). Needs faithtrace[redis].",
         env=("FAITHTRACE_SERVE_REDIS",), metavar="URL", shown_default="none"),
     Option("serve.fleet", "The fleet's name in the store: replicas with the same name share one budget and "
         "one record.",

@@ -38,6 +38,7 @@ SpanExporterFactory = Callable[[], SpanExporter]
 MetricReaderFactory = Callable[[], MetricReader]
 _MAX_FUNCTIONS = 256
 _SLOW_FAILURE_S = 1.0  # the OTLP SDK exporters' first back-off: a failure this slow was retried
+_FLUSH_EVERY_S = 0.2
 
 
 def otlp_span_exporter() -> SpanExporter:
@@ -147,6 +148,9 @@ class App:
     def _flush(self) -> None:
         while True:
             self.meter_provider.force_flush(timeout_millis=10_000)
+            # Under load, one export per _FLUSH_EVERY_S at most: what a kill can take stays that short, and
+            # exporting back to back would cost a core.
+            time.sleep(_FLUSH_EVERY_S)
             with self._flush_lock:
                 if not self._flush_again:
                     self._flushing = False

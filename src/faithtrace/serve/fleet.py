@@ -115,6 +115,22 @@ class Fleet:
             )
         return out
 
+    def describe(self) -> str:
+        """A line for the start-up banner (never the store's URL: it may hold a password)."""
+        parts = []
+        limits = self.limits
+        for value, unit in (
+            (limits.tokens_per_hour, "tokens/hour"),
+            (limits.cost_usd_per_hour, "USD/hour"),
+            (limits.requests_per_minute, "judge requests/minute"),
+        ):
+            if value is not None:
+                parts.append(f"{value:g} {unit}")
+        budget = f"judge budget {', '.join(parts)} over {limits.window_s:g} s windows" if parts else ""
+        where = "shared with the fleet in Redis" if self.store is not None else "for this replica alone"
+        record = "record of scored traces shared in Redis" if self.store is not None else ""
+        return "; ".join(p for p in (f"{budget} {where}" if budget else "", record) if p)
+
     # --- before the judge ---------------------------------------------------------------------------------
     async def begin(self, ident: tuple[int, int], chars: int) -> Ticket:
         if not self.active:

@@ -228,6 +228,8 @@ async def serve(args: argparse.Namespace) -> int:
             model = settings.judge.model
             fleet.estimator.price(await asyncio.to_thread(lambda: price_per_token(load_litellm(), model)))
         fleet.start()
+        if fleet.active:
+            print(f"faithtrace serve: {fleet.describe()}", flush=True)
         info: dict[str, Any] = {"grpc_port": grpc_port, "http_port": http_port, "pid": os.getpid()}
         if cfg.ready_file:
             cfg.ready_file.write_text(json.dumps(info))
