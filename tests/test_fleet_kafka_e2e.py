@@ -312,11 +312,11 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
             f"[alerts] traces {traces}, evaluations counted {counted}, in the score histogram {in_histogram}"
         )
         # Never more than one count per trace. Fewer by what the killed replica had counted and not yet
-        # exported: a replica that records its evaluations exports their metrics at once (not after its
-        # export interval), so that is the export in flight when it died.
+        # exported: a replica that records its evaluations exports their metrics within 0.1 s (not at its
+        # export interval), so that is its last fraction of a second (up to a tenth of this short run).
         assert counted <= traces
         assert in_histogram <= traces
-        assert counted >= 0.9 * traces
+        assert counted >= 0.8 * traces
 
         alerts: dict[str, float] = {}
         wait_until("the quality rules firing", lambda: len(_firing(url, alerts)) >= 2, prometheus, 60)

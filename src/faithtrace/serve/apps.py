@@ -38,7 +38,7 @@ SpanExporterFactory = Callable[[], SpanExporter]
 MetricReaderFactory = Callable[[], MetricReader]
 _MAX_FUNCTIONS = 256
 _SLOW_FAILURE_S = 1.0  # the OTLP SDK exporters' first back-off: a failure this slow was retried
-_FLUSH_EVERY_S = 0.2
+_FLUSH_EVERY_S = 0.1
 
 
 def otlp_span_exporter() -> SpanExporter:
