@@ -7,6 +7,7 @@ local judge, Phoenix) or a module-scoped fixture on one worker, and sends the sl
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -35,6 +36,15 @@ SHARED_BACKENDS = {"local_judge": "judge", "phoenix_server": "phoenix"}
 
 # Sent out first, so that no worker picks up a long test when the others are already done.
 _FIRST = ("judge", "slow", "backend")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Import litellm before the first test (each worker scores through it sooner or later): its import costs
+    seconds of CPU, tens of seconds on a busy machine, which no test's flush deadline should pay for."""
+    if getattr(session.config.option, "numprocesses", None):  # pytest-xdist's controller runs no test
+        return
+    with contextlib.suppress(ImportError):
+        import litellm  # noqa: F401
 
 
 def _group(item: pytest.Item) -> str | None:

@@ -126,6 +126,7 @@ def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -
     assert remote["judge_calls_per_call"] == 0
 
 
+@pytest.mark.slow
 def test_faults_runs_each_fault_in_a_host_process_and_reports_what_it_saw(tmp_path: Path) -> None:
     out = tmp_path / "faults.json"
     faults = "none,judge_500,otlp_refused,app_processor_on_end"

@@ -206,7 +206,7 @@ def _file_of(classname: str) -> str:
         return f"{folder}/{page}"
     parts = classname.split(".")
     for i, part in enumerate(parts):
-        if part.startswith("test"):
+        if part.startswith("test_"):
             return "/".join(parts[: i + 1]) + ".py"
     return classname
 
