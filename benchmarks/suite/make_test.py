@@ -129,11 +129,14 @@ def environment(work: Path, cold: bool) -> dict[str, str]:
     return env
 
 
-def run_make(checkout: Path, env: dict[str, str], work: Path, jobs: int | None) -> dict[str, Any]:
+def run_make(
+    checkout: Path, env: dict[str, str], work: Path, jobs: int | None, pytest_args: str = ""
+) -> dict[str, Any]:
     steps, junit = work / "steps.tsv", work / "junit.xml"
     # Outside the work folder, which goes away after the run.
     log = Path(tempfile.gettempdir()) / f"{work.name}.log"
-    argv = ["make", "test", f"STEP_TIMES={steps}", f"PYTEST_ARGS=--junitxml={junit} --durations=40"]
+    extra = f" {pytest_args}" if pytest_args else ""
+    argv = ["make", "test", f"STEP_TIMES={steps}", f"PYTEST_ARGS=--junitxml={junit} --durations=40{extra}"]
     if jobs is not None:
         argv.append(f"JOBS={jobs}")
     print(f"$ {' '.join(argv)}   (in {checkout}; log: {log})", flush=True)
@@ -286,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", action="store_true", help="an empty HOME: every cache empty")
     parser.add_argument("--jobs", type=int, help="the Makefile's JOBS (set-up steps at a time)")
     parser.add_argument("--keep", action="store_true", help="keep the clone (and the cold HOME) afterwards")
+    parser.add_argument(
+        "--pytest-args",
+        default="",
+        help="more for pytest, e.g. -m 'not slow' to try the script quickly (not a figure to report)",
+    )
     parser.add_argument("--write-doc", action="store_true", help="put the table into docs/development.md")
     parser.add_argument("--out", help="results file (default: benchmarks/results/make-test[-cold].json)")
     args = parser.parse_args(argv)
@@ -295,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         checkout = clone(work)
         env = environment(work, args.cold)
-        result = run_make(checkout, env, work, args.jobs)
+        result = run_make(checkout, env, work, args.jobs, args.pytest_args)
+        result["pytest_args"] = args.pytest_args
         result["mode"] = mode
         for marker in ("slow", "judge", "backend"):
             result[f"{marker}_tests"] = marked(checkout, env, marker)
