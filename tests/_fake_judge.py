@@ -75,6 +75,7 @@ class FakeJudge:
         self.largest = 0  # ... and the most one reply reported
         self.mode = "ok"  # ok | status | hang | garbage
         self.status = 500
+        self.failing = 0  # the next requests answered with `status` before the mode applies again
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.base_url = ""
@@ -82,6 +83,11 @@ class FakeJudge:
     # --- scripting -----------------------------------------------------------------------------------------
     def fail(self, status: int) -> None:
         self.mode, self.status = "status", status
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        """Answer the next ``count`` requests with ``status``, then as before (a judge that recovers)."""
+        with self.lock:
+            self.failing, self.status = count, status
 
     def hang(self) -> None:
         self.mode = "hang"
@@ -110,7 +116,8 @@ class FakeJudge:
         with self.lock:
             self.requests.append(body)
             n = len(self.requests)
-        if self.mode == "status":
+            failing, self.failing = self.failing > 0, max(0, self.failing - 1)
+        if self.mode == "status" or failing:
             return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if self.mode == "hang":
             self.release.wait(30)

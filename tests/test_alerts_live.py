@@ -241,6 +241,7 @@ def _query(url: str, promql: str) -> Any:
     return json.loads(http_get(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}"))["data"]["result"]
 
 
+@pytest.mark.slow
 def test_score_drop_alert_reaches_the_webhook_naming_the_function(
     tmp_path: Path,
     judge: ScriptedJudge,

@@ -353,6 +353,7 @@ def test_the_image_installs_with_the_constraints_it_copies() -> None:
     assert [op for op, _ in steps].index("USER") > [op for op, _ in steps].index("RUN")  # not root at run
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_images_install_step_gives_a_working_serve(tmp_path: Path) -> None:
     """The Dockerfile's own COPY and RUN steps, in a fresh virtual environment instead of a container (no

@@ -41,7 +41,7 @@ from _kafka_fixtures import Broker, KafkaFleet, app_answers, kafka_broker, start
 from _kafka_fixtures import kafka_fleet as started_kafka_fleet
 from faithtrace._telemetry import names
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(900)]
 
 JUDGE_LATENCY_S = 0.05
 

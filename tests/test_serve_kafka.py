@@ -17,7 +17,7 @@ from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _kafka_fixtures import Broker, kafka_broker
 from _serve_fixtures import Serve, Sink, run_serve, sink  # noqa: F401
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOPIC = "otlp_spans"
 GROUP = "scorers"

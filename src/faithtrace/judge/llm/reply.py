@@ -4,6 +4,7 @@ the parameters every request to the embedded judge carries."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -166,5 +167,12 @@ def short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+# Our own generator, never the ``random`` module's (an app's seeded sequence must not shift when a judge call
+# is retried); reseeded in a forked child so that workers do not back off in lockstep.
+_random = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_random.seed)
+
+
 def jitter() -> float:
-    return random.random()
+    return _random.random()
