@@ -298,15 +298,17 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
 
         scored = 'sum(faithtrace_evaluations_total{job="fleet-app",faithtrace_outcome="scored"})'
         histogram = 'sum(faithtrace_evaluation_score_count{job="fleet-app"})'
-        counted, deadline = -1.0, time.monotonic() + 60
-        # The replicas export every second and Prometheus scrapes every second: wait for a value that holds.
+        # The replicas export every second and Prometheus scrapes every second: wait for a value that has held
+        # for 3 s (what is checked here is that it stops growing).
+        counted, since, deadline = -1.0, time.monotonic(), time.monotonic() + 60
         while True:
-            time.sleep(3.0)
             now = _query(url, scored)
-            if now == counted and now > 0:
+            if now != counted or now == 0:
+                counted, since = now, time.monotonic()
+            elif time.monotonic() - since >= 3.0:
                 break
-            counted = now
-            assert time.monotonic() < deadline, "the evaluation counters never settled"
+            assert time.monotonic() < deadline, f"the evaluation counters never settled: {counted}"
+            time.sleep(0.25)
         counted, in_histogram = _query(url, scored), _query(url, histogram)
         print(
             f"[alerts] traces {traces}, evaluations counted {counted}, in the score histogram {in_histogram}"
