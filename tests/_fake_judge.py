@@ -80,6 +80,8 @@ def default_reply(step: str, body: dict[str, Any]) -> str:
 class FakeJudge:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.tokens = 0  # usage reported over all replies
+        self.largest = 0  # ... and the most one reply reported
         self.mode = "ok"  # ok | status | hang | garbage
         self.status = 500
         self.delay_s = 0.0  # how long each reply takes: a judge slower than the requests it scores
@@ -146,6 +148,10 @@ class FakeJudge:
                     {"id": f"call_{n}", "type": "function", "function": {"name": step, "arguments": content}}
                 ],
             }
+        usage = prompt_chars // 4 + len(content) // 4 + 1
+        with self.lock:
+            self.tokens += usage
+            self.largest = max(self.largest, usage)
         return 200, {
             "id": f"chatcmpl-fake-{n}",
             "object": "chat.completion",
@@ -155,7 +161,7 @@ class FakeJudge:
             "usage": {
                 "prompt_tokens": prompt_chars // 4,
                 "completion_tokens": len(content) // 4 + 1,
-                "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
+                "total_tokens": usage,
             },
         }
 

@@ -296,6 +296,7 @@ def test_the_report_escapes_the_data_and_lists_the_skips(
     assert 'id="labels"' not in html
 
 
+@pytest.mark.slow
 def test_the_accuracy_benchmarks_rows_make_a_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

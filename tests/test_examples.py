@@ -211,6 +211,7 @@ def _run_demo(
     return proc.stdout, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudge) -> None:
     env = _demo_env(
         FAITHTRACE_JUDGE_MODEL=MODEL,

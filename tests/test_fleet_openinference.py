@@ -36,7 +36,7 @@ from _oi_fleet import OiRun, collect_oi, evaluation_count, inject, oi_expected, 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @contextmanager

@@ -393,6 +393,7 @@ _APPS_OWN_TEST = """
 """
 
 
+@pytest.mark.slow
 def test_an_apps_own_pytest_run_with_faithtraces_plugin_gets_production_behaviour(tmp_path: Path) -> None:
     """faithtrace's pytest plugin (``faithtrace.testing``, loaded in every pytest run where faithtrace is
     installed) never turns strict mode on: inside an app's tests, faithtrace behaves as in production."""

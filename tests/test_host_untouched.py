@@ -30,6 +30,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 
+# Each test runs a host app in a fresh interpreter, to see what faithtrace leaves behind at exit.
+pytestmark = pytest.mark.slow
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 TESTS = str(Path(__file__).resolve().parent)
 

@@ -33,7 +33,7 @@ from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _phoenix_fixtures import PhoenixServer
 from faithtrace._telemetry import names as n
 
-pytestmark = pytest.mark.backend
+pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts"))

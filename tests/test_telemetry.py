@@ -530,6 +530,7 @@ def _judge_code(fake_judge: Any) -> str:
     return f"faithtrace.JudgeSettings(model={s.model!r}, api_base={s.api_base!r}, api_key='x', max_retries=0)"
 
 
+@pytest.mark.slow
 def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
     out = _run(
         f"""
@@ -606,6 +607,7 @@ _PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations",
         ),
     ],
 )
+@pytest.mark.slow
 def test_otlp_export_from_standard_env_vars(
     fake_judge: Any, otlp_receiver: Any, extra_env: dict[str, str], expected: set[str]
 ) -> None:
@@ -631,6 +633,7 @@ def test_otlp_export_from_standard_env_vars(
     assert paths == expected
 
 
+@pytest.mark.slow
 def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge: Any) -> None:
     s = fake_judge.settings()
     script = """

@@ -210,6 +210,7 @@ async def test_runs_off_the_host_event_loop(ft: FaithtraceCapture, fake_judge: A
     assert len(ft.evaluation_spans()) == 1
 
 
+@pytest.mark.slow
 def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
     import subprocess
     import sys

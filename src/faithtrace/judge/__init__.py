@@ -7,7 +7,7 @@ from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
 from faithtrace.judge.llm import litellm_is_ours, load_litellm
 from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.judge.llm.client import Judge, JudgeReply, OutputRejected
-from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs
+from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs, price_per_token
 from faithtrace.judge.llm.request import Endpoint
 
 __all__ = [
@@ -22,4 +22,5 @@ __all__ = [
     "TokenLogprobs",
     "litellm_is_ours",
     "load_litellm",
+    "price_per_token",
 ]

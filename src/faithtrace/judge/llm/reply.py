@@ -110,6 +110,18 @@ def cost(lm: Any, response: Any) -> float | None:
     return float(cost) if cost is not None else None
 
 
+def price_per_token(lm: Any, model: str) -> float | None:
+    """The model's dearer per-token price (input or output) in litellm's price map, or None if unknown: what
+    a budget reserves per expected token before the first reply says what an evaluation really costs."""
+    try:
+        info = lm.get_model_info(model)
+    except Exception:  # a model litellm has no price for
+        return None
+    prices = [info.get(k) for k in ("input_cost_per_token", "output_cost_per_token")]
+    known = [float(p) for p in prices if isinstance(p, int | float)]
+    return max(known) if known else None
+
+
 def parse_json(raw: str) -> Any:
     """Parse a reply, repairing what small models and truncation break (fences, trailing commas, cut-offs)."""
     text = raw.strip()
