@@ -272,10 +272,15 @@ def tcp_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def wait_until(what: str, check: Any, proc: Proc, timeout: float = 60.0) -> None:
+def wait_until(
+    what: str, check: Any, proc: Proc, timeout: float = 60.0, *, proc_may_finish: bool = False
+) -> None:
+    """Polls ``check`` until it holds. ``proc`` exiting first fails the wait, unless ``proc_may_finish`` and
+    it exited cleanly: an app that has sent all it had is done, while what it sent may still be on its way
+    (a Collector's groupbytrace holds each trace for its wait_duration first)."""
     deadline = time.monotonic() + timeout
     while not check():
-        if not proc.alive:
+        if not proc.alive and not (proc_may_finish and proc.popen is not None and proc.popen.returncode == 0):
             raise AssertionError(f"{proc.name} exited before {what}:\n{proc.tail()}")
         if time.monotonic() > deadline:
             raise AssertionError(f"{proc.name}: {what} not within {timeout}s:\n{proc.tail()}")
