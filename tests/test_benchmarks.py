@@ -281,9 +281,13 @@ def test_claim_level_labels_claims_by_the_labelled_spans(tmp_path: Path) -> None
 
 @pytest.mark.judge
 def test_judge_speed_prints_prompt_and_decode_times_from_the_real_model() -> None:
-    args = ("--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "2")
+    # One claim: the verdict reply goes through the same grammar, sampling and log-probability code as with
+    # eight, in half the output tokens of two (llama-cpp-python's own code spends ~0.5 s on each here).
+    # tests/test_local_judge_server.py compares the patched and unpatched replies token by token at length.
+    args = ("--tokens", "48", "--decode", "2", "--threads", "1", "--claims", "1")
     out = _run("judgment/judge_speed.py", *args).stdout
     assert "48 prompt tokens" in out
+    assert "verdict reply for 1 claims," in out
     for line in ("logits for every position:", "logits for the last only:", "ms per token", "verdict reply"):
         assert line in out
     # It exits 1, and says NO, when the server's patches change the reply.

@@ -23,6 +23,11 @@ from faithtrace.judge.local.endpoint import ensure_local_judge, local_judge_stat
 from faithtrace.judge.local.model import ensure_bundled_model, file_lock
 from faithtrace.judge.local.server import STATE_VERSION, write_state
 
+# The in-process model's threads, prompt and decode alike (llama-cpp-python's batch threads default to every
+# core): llama.cpp's threads spin at each barrier, and beside the other test worker a second one mostly waits
+# for a core (process.n_threads says the same of the server). Patched and unpatched run alike either way.
+_THREADS = 1
+
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -276,7 +281,10 @@ def test_last_row_eval_gives_the_completion_the_same_tokens_and_log_probabilitie
     )
     outputs = []
     for patched in (False, True):
-        llm = llama.Llama(model, n_ctx=512, n_batch=16, n_threads=2, logits_all=True, seed=1, verbose=False)
+        llm = llama.Llama(
+            model, n_ctx=512, n_batch=16, n_threads=_THREADS, n_threads_batch=_THREADS, logits_all=True,
+            seed=1, verbose=False,
+        )  # fmt: skip
         if patched:
             llm.eval = types.MethodType(llama_speed.eval_last_logits, llm)
             guarded = llama_speed.refuse_prompt_logprobs(llama.Llama._create_completion)
@@ -359,7 +367,10 @@ def test_judge_server_patches_give_llama_cpp_pythons_own_replies(monkeypatch: py
         if patched:
             for target, name, value in llama_speed.patches():
                 monkeypatch.setattr(target, name, value, raising=False)
-        llm = llama.Llama(model, n_ctx=1024, n_threads=2, logits_all=True, seed=7, verbose=False)
+        llm = llama.Llama(
+            model, n_ctx=1024, n_threads=_THREADS, n_threads_batch=_THREADS, logits_all=True, seed=7,
+            verbose=False,
+        )  # fmt: skip
         verdicts = llm.create_chat_completion(
             messages=messages,
             temperature=0.0,
