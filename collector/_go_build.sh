@@ -26,10 +26,18 @@ go_build_env() {
 }
 
 # Rename the finished build into place last, so that a build killed half-way never leaves a binary that looks
-# finished; then report it and print its path.
-#   go_build_done <built file next to the binary> <binary> <what> <start $SECONDS>
+# finished; then report it and print its path. With STEP_TIMES=<file> (make test's step log), the build's
+# time goes there too, as "<step><TAB><milliseconds>".
+#   go_build_done <built file next to the binary> <binary> <what> <start $SECONDS> <step>
 go_build_done() {
 	mv "$1" "$2"
 	echo "built $3 in $((SECONDS - $4)) s: $(du -h "$2" | cut -f1) $2" >&2
+	step_time "$5" "$((SECONDS - $4))"
 	echo "$2"
+}
+
+# Append a step's seconds to $STEP_TIMES, when it names a file.
+#   step_time <step> <seconds>
+step_time() {
+	if [ -n "${STEP_TIMES:-}" ]; then printf '%s\t%s\n' "$1" "$(($2 * 1000))" >>"$STEP_TIMES"; fi
 }

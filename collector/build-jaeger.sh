@@ -29,4 +29,4 @@ if ! (cd "$module" && nice -n 10 go build -trimpath -ldflags="-s -w" -o "$out/.j
 	exit 1
 fi
 rm -f "$log"
-go_build_done "$out/.jaeger.tmp" "$binary" "Jaeger $version" "$start"
+go_build_done "$out/.jaeger.tmp" "$binary" "Jaeger $version" "$start" jaeger

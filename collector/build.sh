@@ -37,4 +37,4 @@ start=$SECONDS
 }
 mkdir -p "$out"
 cp "$work/src/otelcol-faithtrace" "$out/.otelcol-faithtrace.tmp"
-go_build_done "$out/.otelcol-faithtrace.tmp" "$binary" "the Collector" "$start"
+go_build_done "$out/.otelcol-faithtrace.tmp" "$binary" "the Collector" "$start" otelcol

@@ -34,4 +34,6 @@ if ! nice -n 10 mvn -B -q -f "$pom" dependency:copy-dependencies -DincludeScope=
 fi
 touch "$lib/.fetched"
 echo "fetched Kafka $version in $((SECONDS - start)) s: $(du -sh "$lib" | cut -f1) $lib" >&2
+# make test's step log (see the Makefile's STEP_TIMES).
+if [ -n "${STEP_TIMES:-}" ]; then printf 'kafka\t%s\n' "$(((SECONDS - start) * 1000))" >>"$STEP_TIMES"; fi
 echo "$lib"

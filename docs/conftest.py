@@ -28,7 +28,11 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 from _fake_judge import MODEL, running_fake_judge  # noqa: E402
+from faithtrace._common import safety  # noqa: E402
 from faithtrace.testing import FaithtraceCapture, capturing  # noqa: E402
+
+# The pages' snippets run in faithtrace's own strict mode, as its tests do: a faithtrace bug fails the page.
+safety.raise_internal_errors = True
 
 
 @pytest.fixture(scope="module")

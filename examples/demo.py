@@ -9,7 +9,9 @@ What happens:
 4. We print what was exported: the evaluation spans and their events, read back from an in-memory exporter.
    With OTEL_EXPORTER_OTLP_ENDPOINT set, the same spans also go to your collector (Jaeger, Phoenix, ...).
 
-Usage: python examples/demo.py [--questions N] [--timeout SECONDS] [--json PATH]
+5. We write an HTML report of the evaluations (faithtrace's `eval` report) and print where it is.
+
+Usage: python examples/demo.py [--questions N] [--timeout SECONDS] [--json PATH] [--report HTML]
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rag_service.app import create_app
+from rag_service.demo_report import write_demo_report
 from rag_service.demo_view import print_evaluation, print_intro, print_summary
 from rag_service.knowledge import Hallucination
 from rag_service.readback import EvaluationView, evaluation_for_trace, read_evaluations
@@ -185,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         help="give up when no evaluation has arrived for this long (s)",
     )
     parser.add_argument("--json", type=Path, help="also write the read-back results to this JSON file")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=Path("demo-output/report.html"),
+        help="write the HTML report here, and the results next to it (default demo-output/report.html)",
+    )
     args = parser.parse_args(argv)
     questions = list(QUESTIONS[: max(1, min(args.questions, len(QUESTIONS)))])
 
@@ -234,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         console, [(a.question.text, a.question.hallucinate, found.get(i)) for i, a in enumerate(asked)]
     )
     console.print(f"[dim]total {time.monotonic() - started:.0f} s[/]")
+    if found:
+        scored = [(a.question.hallucinate != "none", found[i]) for i, a in enumerate(asked) if i in found]
+        results = write_demo_report(args.report, scored)
+        console.print(
+            f"\n[bold]Report:[/] {args.report.resolve()}  [dim](open it in a browser; "
+            f"`faithtrace report {results}` writes it again)[/]",
+            soft_wrap=True,
+        )
     if args.json is not None:
         rows: list[dict[str, Any]] = [
             {

@@ -71,8 +71,11 @@ def default_reply(step: str, body: dict[str, Any]) -> str:
 class FakeJudge:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.tokens = 0  # usage reported over all replies
+        self.largest = 0  # ... and the most one reply reported
         self.mode = "ok"  # ok | status | hang | garbage
         self.status = 500
+        self.failing = 0  # the next requests answered with `status` before the mode applies again
         self.release = threading.Event()
         self.lock = threading.Lock()
         self.base_url = ""
@@ -80,6 +83,11 @@ class FakeJudge:
     # --- scripting -----------------------------------------------------------------------------------------
     def fail(self, status: int) -> None:
         self.mode, self.status = "status", status
+
+    def fail_next(self, count: int, status: int = 500) -> None:
+        """Answer the next ``count`` requests with ``status``, then as before (a judge that recovers)."""
+        with self.lock:
+            self.failing, self.status = count, status
 
     def hang(self) -> None:
         self.mode = "hang"
@@ -108,7 +116,8 @@ class FakeJudge:
         with self.lock:
             self.requests.append(body)
             n = len(self.requests)
-        if self.mode == "status":
+            failing, self.failing = self.failing > 0, max(0, self.failing - 1)
+        if self.mode == "status" or failing:
             return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if self.mode == "hang":
             self.release.wait(30)
@@ -127,6 +136,10 @@ class FakeJudge:
                     {"id": f"call_{n}", "type": "function", "function": {"name": step, "arguments": content}}
                 ],
             }
+        usage = prompt_chars // 4 + len(content) // 4 + 1
+        with self.lock:
+            self.tokens += usage
+            self.largest = max(self.largest, usage)
         return 200, {
             "id": f"chatcmpl-fake-{n}",
             "object": "chat.completion",
@@ -136,7 +149,7 @@ class FakeJudge:
             "usage": {
                 "prompt_tokens": prompt_chars // 4,
                 "completion_tokens": len(content) // 4 + 1,
-                "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
+                "total_tokens": usage,
             },
         }
 

@@ -8,6 +8,7 @@ reads back) replaced: what is tested is what users deploy.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -240,6 +241,23 @@ class Proc:
             self.kill9()
 
 
+def stop_together(procs: list[Proc], timeout: float) -> None:
+    """SIGTERM to each live process at once, then wait for all of them; SIGKILL whatever is left at the
+    deadline (what Proc.stop does for one)."""
+    live = [p for p in procs if p.popen is not None and p.alive]
+    for proc in live:
+        assert proc.popen is not None
+        with contextlib.suppress(ProcessLookupError):
+            proc.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in live:
+        assert proc.popen is not None
+        try:
+            proc.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill9()
+
+
 def http_ok(url: str, timeout: float = 1.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -254,10 +272,15 @@ def tcp_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def wait_until(what: str, check: Any, proc: Proc, timeout: float = 60.0) -> None:
+def wait_until(
+    what: str, check: Any, proc: Proc, timeout: float = 60.0, *, proc_may_finish: bool = False
+) -> None:
+    """Polls ``check`` until it holds. ``proc`` exiting first fails the wait, unless ``proc_may_finish`` and
+    it exited cleanly: an app that has sent all it had is done, while what it sent may still be on its way
+    (a Collector's groupbytrace holds each trace for its wait_duration first)."""
     deadline = time.monotonic() + timeout
     while not check():
-        if not proc.alive:
+        if not proc.alive and not (proc_may_finish and proc.popen is not None and proc.popen.returncode == 0):
             raise AssertionError(f"{proc.name} exited before {what}:\n{proc.tail()}")
         if time.monotonic() > deadline:
             raise AssertionError(f"{proc.name}: {what} not within {timeout}s:\n{proc.tail()}")
@@ -301,6 +324,8 @@ class Fleet:
     # Scorers run with --spool and --replay-endpoint, as the kit's do (False: parts acknowledged before their
     # trace is scored live in memory only: the benchmarks' before/after).
     spool: bool = True
+    # The Redis the scorers share (`faithtrace serve --redis`): one judge budget, one record of traces scored.
+    redis_url: str | None = None
     # The proxy's flag --no-endpoints: it routes to stopped Collectors too (the tests' check that it matters).
     service_no_endpoints: bool = False
     running: dict[int, Proc] = field(default_factory=dict)  # Collector index -> its process
@@ -364,6 +389,8 @@ class Fleet:
             OTEL_METRIC_EXPORT_INTERVAL="1000",
             LITELLM_LOCAL_MODEL_COST_MAP="True",
         )
+        if self.redis_url:
+            env["FAITHTRACE_SERVE_REDIS"] = self.redis_url
         return env
 
     def add_scorer(
@@ -526,9 +553,19 @@ class Fleet:
     def logs(self) -> str:
         return "\n".join(f"--- {p.name} ---\n{p.tail()}" for p in self.procs)
 
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            proc.stop(timeout=20)
+    def stop_all(self, timeout: float = 20.0) -> None:
+        """Stop every process this fleet started, senders first: the apps and scorers while the Collectors
+        still take what they flush on the way out (a scorer stopped after its Collector spends its export
+        timeout there: 40 s of every test's tear-down), then the Collectors and the Service in front of them,
+        the sink last. The processes of one tier are signalled together and waited for together."""
+        receivers = {id(p) for p in self.running.values()} | {id(self.service)}
+        tiers = [
+            [p for p in self.procs if id(p) not in receivers and p is not self.sink],
+            [p for p in self.procs if id(p) in receivers],
+            [p for p in self.procs if p is self.sink],
+        ]
+        for tier in tiers:
+            stop_together(tier, timeout)
 
 
 @contextmanager

@@ -171,18 +171,22 @@ def backend_processes(workdir: Path) -> Iterator[BackendProcesses]:
         group.stop_all()
 
 
-def shortened_rules(text: str) -> str:
-    """The shipped rules with every duration mapped through WINDOWS/HOLDS (KeyError on an unmapped one)."""
+def shortened_rules(
+    text: str, windows: dict[str, str] | None = None, holds: dict[str, str] | None = None
+) -> str:
+    """The shipped rules with every duration mapped through ``windows`` / ``holds`` (WINDOWS / HOLDS by
+    default; KeyError on an unmapped one)."""
+    windows, holds = windows or WINDOWS, holds or HOLDS
     doc = yaml.safe_load(text)
     for group in doc["groups"]:
         group["interval"] = "1s"
         for rule in group["rules"]:
             rule["expr"] = re.sub(
                 r"(\[|offset\s+)(\d+[smhdw])",
-                lambda m: m.group(1) + WINDOWS[m.group(2)],
+                lambda m: m.group(1) + windows[m.group(2)],
                 rule["expr"],
             )
-            rule["for"] = HOLDS[rule["for"]]
+            rule["for"] = holds[rule["for"]]
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -237,6 +241,7 @@ def _query(url: str, promql: str) -> Any:
     return json.loads(http_get(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}"))["data"]["result"]
 
 
+@pytest.mark.slow
 def test_score_drop_alert_reaches_the_webhook_naming_the_function(
     tmp_path: Path,
     judge: ScriptedJudge,

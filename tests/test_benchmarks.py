@@ -47,6 +47,7 @@ def fake_judge_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None:
     out = tmp_path / "overhead.json"
     proc = _run(
@@ -72,6 +73,7 @@ def test_overhead_runs_and_reports_every_faithtrace_mode(tmp_path: Path) -> None
     assert 0 < low <= high
 
 
+@pytest.mark.slow
 def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     out = tmp_path / "throughput.json"
     _run(
@@ -107,6 +109,7 @@ def test_throughput_runs_scores_and_reports_latency(tmp_path: Path) -> None:
     assert over["memory_over_time"]
 
 
+@pytest.mark.slow
 def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -> None:
     out = tmp_path / "eval-cpu.json"
     _run("request_path/eval_cpu.py", "--per-round", "10", "--rounds", "2", "--out", str(out))
@@ -123,6 +126,24 @@ def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -
     assert remote["judge_calls_per_call"] == 0
 
 
+@pytest.mark.slow
+def test_faults_runs_each_fault_in_a_host_process_and_reports_what_it_saw(tmp_path: Path) -> None:
+    out = tmp_path / "faults.json"
+    faults = "none,judge_500,otlp_refused,app_processor_on_end"
+    proc = _run("request_path/faults.py", "--calls", "5", "--faults", faults, "--out", str(out))
+    data = json.loads(out.read_text())
+    rows = {r["fault"]: r for r in data["results"]}
+    assert list(rows) == faults.split(",")
+    for row in rows.values():
+        assert row["calls"] == 5  # the host process ran and reported
+        assert row["host_exceptions"] == 0
+        assert row["results_changed"] == 0
+        assert 0 <= row["shutdown_s"] < 6.5  # shutdown(5) keeps its deadline (plus its grace)
+    assert data["summary"]["judge_and_exporter_faults"] == 2
+    assert "shutdown(5)" in proc.stdout
+
+
+@pytest.mark.slow
 def test_accuracy_runs_on_a_two_row_fixture(tmp_path: Path, fake_judge_url: str) -> None:
     data_file = tmp_path / "rows.jsonl"
     rows = [

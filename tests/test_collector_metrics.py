@@ -35,6 +35,9 @@ from _prom_fixtures import (
 from faithtrace._telemetry import names
 from faithtrace.scoring.models import Outcome
 
+# An app in a fresh interpreter serves the metrics that every test here reads.
+pytestmark = pytest.mark.slow
+
 OUTCOMES = {o.value for o in Outcome} | {
     v for k, v in vars(names).items() if k.startswith("OUTCOME_") and isinstance(v, str) and "." not in v
 }

@@ -196,7 +196,6 @@ def test_the_embedded_judge_reads_its_variables_through_the_table(monkeypatch: p
 # Reads of the environment outside the option table, each for a reason that is not an option of ours.
 _ENV_READS_ALLOWED = {
     "_config/options.py": "the table's reader",
-    "_common/safety.py": "PYTEST_CURRENT_TEST: whether faithtrace runs under a test suite",
     "judge/local/process.py": "the environment handed to the judge server's process",
     "judge/local/server.py": "runs inside the judge server's own process",
     "judge/local/model.py": "XDG_CACHE_HOME, the base-directory convention",

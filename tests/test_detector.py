@@ -311,6 +311,7 @@ def _bench(script: str, *args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_the_detector_benchmarks_run_and_say_the_model_is_tiny(tmp_path: Path) -> None:
     data = tmp_path / "dev.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in DEV_ROWS))

@@ -180,7 +180,17 @@ def _run_demo(
     """Run examples/demo.py. ``timeout`` is its --timeout (the longest wait for one score); the run as a
     whole gets one such wait per question, plus one."""
     out = tmp_path / "demo.json"
-    args = ["--questions", str(questions), "--json", str(out), "--timeout", str(timeout)]
+    report = tmp_path / "demo-report.html"
+    args = [
+        "--questions",
+        str(questions),
+        "--json",
+        str(out),
+        "--timeout",
+        str(timeout),
+        "--report",
+        str(report),
+    ]
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "demo.py"), *args],
         env=env,
@@ -192,9 +202,15 @@ def _run_demo(
         preexec_fn=_die_with_parent,
     )
     assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    # It says where its report is, and the report lists every answer it scored.
+    assert f"Report: {report.resolve()}" in proc.stdout
+    html = report.read_text(encoding="utf-8")
+    assert html.count('<article class="answer"') == questions
+    assert 'data-plot="roc"' in html  # the demo knows which answers were made up: labelled results
     return proc.stdout, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_demo_with_a_litellm_judge_from_env(tmp_path: Path, fake_judge: FakeJudge) -> None:
     env = _demo_env(
         FAITHTRACE_JUDGE_MODEL=MODEL,

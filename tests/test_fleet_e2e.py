@@ -45,7 +45,7 @@ from _ports import free_port
 from _prom_fixtures import backend_binary, prom_name
 from faithtrace._telemetry import names
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ traces each and prints the figures.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +41,7 @@ from _kafka_fixtures import Broker, KafkaFleet, app_answers, kafka_broker, start
 from _kafka_fixtures import kafka_fleet as started_kafka_fleet
 from faithtrace._telemetry import names
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(900)]
 
 JUDGE_LATENCY_S = 0.05
 
@@ -192,3 +194,146 @@ def test_a_collector_killed_mid_run_loses_no_trace(kafka_fleet: KafkaFleet, reco
     group.start_collector()
     apps.wait()
     check(group, apps, "Collector SIGKILLed", record_property)
+
+
+# The alert rules with every window long enough to hold the whole run and no `for:` wait: what they compute
+# from the series a run with a crash leaves behind.
+RUN_WINDOWS = {w: "10m" for w in ("15m", "30m", "1h", "1d")}
+RUN_HOLDS = {h: "0s" for h in ("10m", "15m", "30m")}
+
+
+def _prometheus(workdir: Path, scrape_port: int) -> tuple[Proc, str]:
+    """A real Prometheus scraping the fleet Collector's Prometheus exporter, with the shipped alert rules."""
+    import yaml
+
+    from _fleet_fixtures import http_ok
+    from _ports import free_port
+    from _prom_fixtures import RULES_FILE, backend_binary
+    from test_alerts_live import shortened_rules
+
+    binary = backend_binary("prometheus")
+    port = free_port()
+    (workdir / "rules.yml").write_text(shortened_rules(RULES_FILE.read_text(), RUN_WINDOWS, RUN_HOLDS))
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(workdir / "rules.yml")],
+        # As the shipped prometheus.yml: honor_labels keeps job / instance from service.name and the replica.
+        "scrape_configs": [
+            {
+                "job_name": "otel-collector",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"127.0.0.1:{scrape_port}"]}],
+            }
+        ],
+    }
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    argv = [
+        binary,
+        f"--config.file={workdir / 'prometheus.yml'}",
+        f"--storage.tsdb.path={workdir / 'prom-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    proc = Proc("prometheus", argv, workdir / "prometheus.log").start()
+    url = f"http://127.0.0.1:{port}"
+    wait_until("Prometheus ready", lambda: http_ok(f"{url}/-/ready"), proc, 60)
+    return proc, url
+
+
+def _query(url: str, promql: str) -> float:
+    import json
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/api/v1/query?query={urllib.parse.quote(promql)}", timeout=5) as r:
+        result = json.loads(r.read())["data"]["result"]
+    return sum(float(item["value"][1]) for item in result)
+
+
+def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_count_each_once(
+    tmp_path: Path, otelcol: str, broker: Broker, record_property: Any
+) -> None:
+    """The replicas share a Redis (`--redis`): the one that takes the killed replica's partitions finds the
+    traces it had scored in the record and judges none of them again. A real Prometheus scrapes the
+    results' metrics through the Collector, and the shipped alert rules (windows widened to the run) read
+    every evaluation once: the counters and the score histogram hold no more evaluations than there were
+    traces, the rules' means and shares are the judged ones."""
+    from _redis_fixtures import redis_server
+
+    topic = f"spans-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, partitions=4)
+    with (
+        redis_server(tmp_path / "redis") as redis,
+        # A slow judge: evaluations finish out of order, so the killed replica leaves finished messages
+        # behind its last commit (the ones it had scored and that its partitions' next owner reads again).
+        started_kafka_fleet(tmp_path, otelcol, broker, topic, 0.5) as group,
+    ):
+        group.redis_url = redis.url
+        for _ in range(2):
+            group.add_consumer(concurrency=16)
+        group.wait_scorers_ready()
+        group.start_collector()
+        prometheus, url = _prometheus(tmp_path, group.ports.prometheus)
+        group.procs.append(prometheus)
+        apps = start_apps(group, 100, ())
+        victim, _, victim_http = group.scorers[1]
+
+        def busy() -> bool:  # scoring, with more in flight: what it finished lately is not committed yet
+            stats = json.loads(
+                urllib.request.urlopen(f"http://127.0.0.1:{victim_http}/stats", timeout=5).read()
+            )
+            return bool(stats["scored"] >= 10 and stats["pending"] >= 2)
+
+        wait_until("the replica to kill busy", busy, victim, 120)
+        victim.kill9()
+        apps.wait()
+        run = check(group, apps, "consumer SIGKILLed, shared record", record_property)
+        traces = len(run.expected)
+        # The window left: evaluations whose export was under way, or accepted and not yet recorded, when
+        # their replica died (a few at most; without the record, every scored trace read again).
+        assert run.duplicates <= 3, run.duplicates
+        stats = group.consumer_stats()
+        elsewhere = sum(s["scored_elsewhere"] for s in stats)
+        print(f"scored elsewhere: {elsewhere}, judge requests {group.judge_requests()}")
+        assert elsewhere >= 1  # the surviving replica did read traces the killed one had scored
+
+        scored = 'sum(faithtrace_evaluations_total{job="fleet-app",faithtrace_outcome="scored"})'
+        histogram = 'sum(faithtrace_evaluation_score_count{job="fleet-app"})'
+        # The replicas export every second and Prometheus scrapes every second: wait for a value that has held
+        # for 3 s (what is checked here is that it stops growing).
+        counted, since, deadline = -1.0, time.monotonic(), time.monotonic() + 60
+        while True:
+            now = _query(url, scored)
+            if now != counted or now == 0:
+                counted, since = now, time.monotonic()
+            elif time.monotonic() - since >= 3.0:
+                break
+            assert time.monotonic() < deadline, f"the evaluation counters never settled: {counted}"
+            time.sleep(0.25)
+        counted, in_histogram = _query(url, scored), _query(url, histogram)
+        print(
+            f"[alerts] traces {traces}, evaluations counted {counted}, in the score histogram {in_histogram}"
+        )
+        # Never more than one count per trace. Fewer by what the killed replica had counted and not yet
+        # exported: a replica that records its evaluations exports their metrics within 0.1 s (not at its
+        # export interval), so that is its last fraction of a second (up to a tenth of this short run).
+        assert counted <= traces
+        assert in_histogram <= traces
+        assert counted >= 0.8 * traces
+
+        alerts: dict[str, float] = {}
+        wait_until("the quality rules firing", lambda: len(_firing(url, alerts)) >= 2, prometheus, 60)
+        # The stand-in judge finds one claim of three supported in every answer: mean 1/3, every one failing.
+        assert set(alerts) == {"FaithfulnessScoreBelowFloor", "FaithfulnessFailShareHigh"}, alerts
+        assert abs(alerts["FaithfulnessScoreBelowFloor"] - 1 / 3) < 0.01
+        assert alerts["FaithfulnessFailShareHigh"] == 1.0
+
+
+def _firing(url: str, into: dict[str, float]) -> dict[str, float]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/api/v1/alerts", timeout=5) as r:
+        for alert in json.loads(r.read())["data"]["alerts"]:
+            if alert["state"] == "firing":
+                into[alert["labels"]["alertname"]] = float(alert["value"])
+    return into

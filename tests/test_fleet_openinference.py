@@ -36,7 +36,7 @@ from _oi_fleet import OiRun, collect_oi, evaluation_count, inject, oi_expected, 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("openinference.instrumentation.langchain")
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @contextmanager
@@ -135,7 +135,16 @@ def test_a_replica_killed_mid_run_loses_no_llamaindex_trace(
     count = 50
     with _fleet(tmp_path, otelcol, 0.2, grouped=grouped) as group:
         app = start_oi_app(group, "llama", count, interval_s=0.1)
-        wait_until("some evaluations in the sink", lambda: evaluation_count(group) >= 5, app, 180.0)
+        # On a fast machine the app may have sent all 50 before groupbytrace (2 s) and the judge let 5
+        # through: the kill then still finds traces in the Collector's queue and the replicas, which is what
+        # it tests.
+        wait_until(
+            "some evaluations in the sink",
+            lambda: evaluation_count(group) >= 5,
+            app,
+            180.0,
+            proc_may_finish=True,
+        )
         at_kill = evaluation_count(group)
         assert at_kill < count, "the app was done before the kill: nothing was in flight"
         inject(group, "kill9")

@@ -14,6 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+# Each test runs a host app in a fresh interpreter (litellm's import alone is seconds).
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 HOST_MODEL = "host-model"
 LOOP_ERRORS = (

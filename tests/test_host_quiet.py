@@ -21,6 +21,9 @@ import pytest
 
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
 
+# Each test runs a host app in a fresh interpreter, reading what it printed.
+pytestmark = pytest.mark.slow
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 _PROLOGUE = """

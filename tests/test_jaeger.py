@@ -86,6 +86,9 @@ def jaeger_config(query: int, query_grpc: int, otlp_grpc: int, otlp_http: int, h
         "extensions": {
             "healthcheckv2": {"use_v2": True, "http": {"endpoint": f"127.0.0.1:{health}"}},
             "jaeger_query": {
+                # Jaeger traces its own queries to localhost:4317 by default: nothing listens there, and its
+                # stop then waits out a 10 s export timeout.
+                "enable_tracing": False,
                 "storage": {"traces": "memstore"},
                 "http": {"endpoint": f"127.0.0.1:{query}"},
                 "grpc": {"endpoint": f"127.0.0.1:{query_grpc}"},

@@ -9,7 +9,7 @@ import pytest
 
 from _kafka_fixtures import kafka_broker
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_broker_keeps_messages_and_offsets_through_a_restart(tmp_path: Path) -> None:

@@ -12,8 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from _ports import free_port
+
+# Two uvicorn worker processes, started and stopped.
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,16 +24,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind
 
 import faithtrace
+from _browser_fixtures import browser_tools, run_script  # noqa: F401  (fixture)
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _phoenix_fixtures import PhoenixServer
 from faithtrace._telemetry import names as n
 
-pytestmark = pytest.mark.backend
+pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts"))
-NODE_MODULES = Path.home() / ".cache" / "faithtrace" / "node" / "node_modules"
-SCRIPT = Path(__file__).parent / "browser" / "phoenix_list.cjs"
+SCRIPT = "phoenix_list.cjs"
 PROJECT = "faithtrace-browser"
 CONTEXTS = [
     "Every Voltaro frame has a 5-year warranty. "
@@ -45,26 +43,6 @@ QUESTION = "How long is the warranty?"
 # The fake judge says "yes" to a claim whose words are all in the context and "no" to one saying "never".
 FAILING = "Every Voltaro frame has a 5-year warranty. Batteries are never covered by the warranty."
 PASSING = "Every Voltaro frame has a 5-year warranty."
-
-
-def _missing(what: str) -> None:
-    message = f"{what}: run `make backends` (installs Chromium from Debian and playwright-core from npm)"
-    if os.environ.get("FAITHTRACE_REQUIRE_BACKENDS") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture
-def browser_tools() -> tuple[str, str, Path]:
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    node = shutil.which("node")
-    playwright = NODE_MODULES / "playwright-core"
-    if not os.access(chromium, os.X_OK):
-        _missing("Chromium not found")
-    if node is None or not (playwright / "package.json").exists():
-        _missing(f"node or playwright-core ({playwright}) not found")
-    assert node is not None
-    return chromium, node, playwright
 
 
 @pytest.fixture
@@ -150,21 +128,9 @@ def _browse(
     filter_condition: str,
     anywhere: bool = False,
 ) -> dict[str, Any]:
-    chromium, node, playwright = tools
-    env = {**os.environ, "PLAYWRIGHT_CORE": str(playwright), "CHROMIUM": chromium, "NO_PROXY": "127.0.0.1"}
-    env["ANYWHERE"] = "1" if anywhere else "0"
-    done = subprocess.run(
-        [node, str(SCRIPT), url, wait_for, str(screenshot), filter_condition],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-        check=False,
+    return run_script(
+        tools, SCRIPT, [url, wait_for, str(screenshot), filter_condition], ANYWHERE=str(int(anywhere))
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    page: dict[str, Any] = json.loads(done.stdout)
-    page["log"] = done.stderr[-2000:]
-    return page
 
 
 def test_phoenix_traces_list_shows_the_faithfulness_annotation(

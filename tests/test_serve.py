@@ -25,7 +25,8 @@ import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _serve_fixtures import Sink, oi_request, oi_retriever, oi_root, run_serve, sink  # noqa: F401
 
-pytestmark = pytest.mark.timeout(120)
+# Each test runs a real `faithtrace serve` and waits out what it checks (timeouts, drains, retries).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 DOCS = ["The Eiffel Tower is in Paris.", "It opened in 1889."]
 # Reworded from DOCS, so that it is judged rather than proven in code (the tests watch the judge call).

@@ -17,7 +17,7 @@ from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _kafka_fixtures import Broker, kafka_broker
 from _serve_fixtures import Serve, Sink, run_serve, sink  # noqa: F401
 
-pytestmark = [pytest.mark.backend, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOPIC = "otlp_spans"
 GROUP = "scorers"
@@ -277,3 +277,45 @@ def test_a_refused_retriever_part_is_not_overtaken_by_its_root(
         assert stats["incomplete"] == 0
         assert stats["dropped_not_rag"] == 0
         wait_for("every message committed", lambda: committed(broker, topic, GROUP, 1) == 3)
+
+
+def test_a_replica_reading_messages_another_one_scored_judges_and_exports_none_of_them_again(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    """What the replica that takes a killed one's partitions over reads: messages whose traces were scored
+    and exported but not committed. Here a second consumer group reads the whole topic again, so every
+    message is such a one. With the replicas' shared record (`--redis`) none is judged or exported again;
+    a group without it judges every one again (at least once, and nothing more)."""
+    from _redis_fixtures import redis_server
+
+    topic = "spans-record"
+    broker.create_topic(topic, partitions=2)
+    own = [(0x55 << 64 | i, remote_span(0x55 << 64 | i, 0x40 + i)) for i in range(6)]
+    oi = [0x56 << 64 | i for i in range(2)]
+    parts = [(t, p) for t in oi for p in openinference_parts(t, "Where is the Eiffel Tower?", ANSWER)]
+    produce(broker, topic, own + parts)
+    messages = len(own) + len(parts)
+
+    def read_all(name: str, *args: str) -> dict[str, Any]:
+        path = tmp_path / name
+        path.mkdir()
+        with kafka_serve(path, fake_judge, sink, broker, topic, "--kafka-group", name, *args) as serve:
+            wait_for(
+                f"{name}: every message committed", lambda: committed(broker, topic, name, 2) == messages
+            )
+            return serve.stats()
+
+    with redis_server(tmp_path / "redis") as redis:
+        record = ("--redis", redis.url, "--fleet", "shop")
+        first = read_all("first", *record)
+        assert first["scored"] == 8
+        judged, exported = len(fake_judge.requests), len(sink.evaluations())
+        assert exported == 8
+        again = read_all("again", *record)
+        assert again["scored_elsewhere"] == 8
+        assert again["scored"] == 0
+        assert len(fake_judge.requests) == judged  # not one judge call
+        assert len(sink.evaluations()) == exported  # not one evaluation exported twice
+    alone = read_all("alone")  # no record: each replica knows only what it scored itself
+    assert alone["scored"] == 8
+    assert len(sink.evaluations()) == 2 * exported

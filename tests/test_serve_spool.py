@@ -25,7 +25,8 @@ from _serve_fixtures import (  # noqa: F401 - sink is a fixture
     sink,
 )
 
-pytestmark = pytest.mark.timeout(120)
+# Real `faithtrace serve` processes, killed and restarted on their spool.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def _files(spool: Path) -> set[str]:

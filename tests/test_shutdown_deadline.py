@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# Fresh interpreters whose shutdown deadlines must run out.
+pytestmark = pytest.mark.slow
+
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 

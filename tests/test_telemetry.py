@@ -315,6 +315,7 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_INTERNAL_ERRORS: Sum,
         n.METRIC_EXPORTER_ERRORS: Sum,
         n.METRIC_ANNOTATIONS: Sum,
+        n.METRIC_HOST_ERRORS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
     }
     assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))
@@ -409,6 +410,7 @@ def _judge_code(fake_judge: Any) -> str:
     return f"faithtrace.JudgeSettings(model={s.model!r}, api_base={s.api_base!r}, api_key='x', max_retries=0)"
 
 
+@pytest.mark.slow
 def test_prometheus_endpoint_serves_the_metrics(fake_judge: Any) -> None:
     out = _run(
         f"""
@@ -485,6 +487,7 @@ _PHOENIX_PATHS = {"/v1/traces", "/v1/span_annotations", "/v1/trace_annotations",
         ),
     ],
 )
+@pytest.mark.slow
 def test_otlp_export_from_standard_env_vars(
     fake_judge: Any, otlp_receiver: Any, extra_env: dict[str, str], expected: set[str]
 ) -> None:
@@ -510,6 +513,7 @@ def test_otlp_export_from_standard_env_vars(
     assert paths == expected
 
 
+@pytest.mark.slow
 def test_without_configure_env_and_the_apps_global_provider_are_used(fake_judge: Any) -> None:
     s = fake_judge.settings()
     script = """

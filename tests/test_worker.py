@@ -204,6 +204,7 @@ async def test_runs_off_the_host_event_loop(ft: FaithtraceCapture, fake_judge: A
     assert len(ft.evaluation_spans()) == 1
 
 
+@pytest.mark.slow
 def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
     import subprocess
     import sys
@@ -253,8 +254,8 @@ def test_internal_errors_are_swallowed_counted_and_warned_outside_tests(
         return FAITHFUL
 
     monkeypatch.setattr(spans, "rag_attributes", broken)
-    # The span is finished on the worker, so even under pytest the call itself is untouched; the bug surfaces
-    # at the next flush, as scoring bugs do.
+    # The span is finished on the worker, so even in strict mode the call itself is untouched; the bug
+    # surfaces at the next flush, as scoring bugs do.
     assert answer(QUESTION, [CONTEXT]) == FAITHFUL
     with pytest.raises(RuntimeError, match="a faithtrace bug"):
         ft.flush()

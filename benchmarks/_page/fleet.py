@@ -14,6 +14,7 @@ KAFKA = "Kafka"
 # The faults the headline reports, per path (the scenario names the scripts write).
 LB_FAULTS = {
     "replica kill -9 + restart": "replica kill -9",
+    "replica kill -9 + restart, --redis": "replica kill -9 with --redis",
     "Collector SIGKILL": "Collector SIGKILL",
     "Collector restart": "Collector restart",
     "2 Collectors, rolling restart": "rolling restart of 2 Collectors",
@@ -22,6 +23,7 @@ KAFKA_SCENARIOS = {
     "none": "no fault",
     "saturated": "saturated replicas",
     "kill": "replica kill -9",
+    "kill, --redis": "replica kill -9 with --redis",
     "broker": "broker restart",
     "collector": "Collector SIGKILL",
     "collector-restart": "Collector restart",
@@ -34,6 +36,7 @@ LB_ORDER = [
     "saturated",
     "non-RAG flood x10",
     "replica kill -9 + restart",
+    "replica kill -9 + restart, --redis",
     "replica kill -9 + restart, no spool",
     "Collector SIGKILL",
     "Collector restart",
@@ -70,12 +73,17 @@ def _faults(runs: list[Run]) -> dict[Any, tuple[Run, tuple[str | int, ...]]]:
             # A file without the phase's own judge latency ran the phase's default judge, 10 ms.
             ms = round(run.doc.get("openinference_judge_latency_s", 0.01) * 1000)
             for i, r in enumerate(run.doc["openinference"]):
-                yield (LB, r["scenario"], r["config"], ms), run, ("openinference", i)
+                yield (LB, _stored(r), r["config"], ms), run, ("openinference", i)
         for run in of_kind(runs, "fleet_kafka"):
             for i, r in enumerate(run.doc.get("scenarios") or []):
-                yield (KAFKA, r["scenario"], "fleet-kafka.yaml", None), run, ("scenarios", i)
+                yield (KAFKA, _stored(r), "fleet-kafka.yaml", None), run, ("scenarios", i)
 
     return latest(items())
+
+
+def _stored(row: dict[str, Any]) -> str:
+    """A scenario's name, marked when its replicas shared a Redis (`--redis`: the record of scored traces)."""
+    return f"{row['scenario']}, --redis" if row.get("store") == "redis" else str(row["scenario"])
 
 
 def headlines(runs: list[Run]) -> list[Headline]:
@@ -151,6 +159,9 @@ def sections(runs: list[Run], images: dict[str, str]) -> list[tuple[str, list[Ru
     costs = [run for run in of_kind(runs, "fleet") if run.doc.get("spool_cost")]
     if costs:
         out.append(_spool_cost(max(costs, key=lambda r: r.date)))
+    budgets = [run for run in of_kind(runs, "fleet_budget") if run.doc.get("budget") or run.doc.get("cost")]
+    if budgets:
+        out.append(_budget(max(budgets, key=lambda r: r.date)))
     return out
 
 
@@ -290,5 +301,48 @@ def _spool_cost(run: Run) -> tuple[str, list[Run]]:
             f"| {name} | {fmt(r['cpu_us_per_chat_trace'], 1)} | {r['spool_kept']:,} | "
             f"{r['spool_traces_after']} |"
         )
+    lines += ["", cmds.markdown()]
+    return "\n".join(lines), cmds.runs
+
+
+def _budget(run: Run) -> tuple[str, list[Run]]:
+    """One judge budget for the fleet (fleet_budget.py): the judge's own count against it, and its cost."""
+    cmds = Commands()
+    ref = cmds.ref(run)
+    lines = [
+        "### One judge budget for the fleet {#fleet-budget}\n",
+        "`faithtrace serve --redis` replicas sharing one budget of tokens per window, offered four times the "
+        "load it allows. Most in a window: the most tokens the judge stand-in itself counted in any window "
+        "(sliding, to the request); the target is the budget plus one evaluation's worth per replica that "
+        "ran. Churn: replicas joining, killed -9 and stopped mid-run.\n",
+        "| run | replicas | window s | budget tokens | most in a window | target | within | run |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for r in run.doc.get("budget") or []:
+        lines.append(
+            f"| {r['run']} | {r['replicas_ever']} | {fmt(r['window_s'], 0)} | {fmt(r['budget_tokens'])} | "
+            f"{fmt(r['most_tokens_in_a_window'])} | {fmt(r['target_tokens'])} | {fmt(r['meets_target'])} | "
+            f"{ref} |"
+        )
+    cost = run.doc.get("cost")
+    if cost:
+        lines += [
+            "",
+            "What the record of scored traces and the budget cost an evaluation (medians of rounds to three "
+            "replicas side by side; latency with one evaluation at a time, judge 10 ms; store: the time "
+            "an evaluation waited on Redis):\n",
+            "| replica | CPU µs per evaluation | Redis CPU µs | store ms | p50 ms | p99 ms |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for key, name in (
+            ("none", "alone"),
+            ("record", "--redis"),
+            ("record+budget", "--redis and a budget"),
+        ):
+            c = cost[key]
+            lines.append(
+                f"| {name} | {fmt(c['replica_cpu_us'], 0)} | {fmt(c['redis_cpu_us'], 0)} | "
+                f"{fmt(c['store_ms'], 2)} | {fmt(c['p50_ms'], 1)} | {fmt(c['p99_ms'], 1)} |"
+            )
     lines += ["", cmds.markdown()]
     return "\n".join(lines), cmds.runs

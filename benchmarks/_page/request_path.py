@@ -1,4 +1,5 @@
-"""The page's request-path part: what faithtrace costs the app (overhead.py, throughput.py, eval_cpu.py)."""
+"""The page's request-path part: what faithtrace costs the app (overhead.py, throughput.py, eval_cpu.py) and
+what its calls see when the judge, the exporters or the app's own tracing fail (faults.py)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,19 @@ def headlines(runs: list[Run]) -> list[Headline]:
                 f'{f(cpu, "modes", remote, "cpu_ms_per_call_median", digits=3)} ms with scoring="remote"'
             )
             out.append(Headline("The app's CPU per scored call", answer, tuple(f.cited), "eval-cpu"))
+    faults = newest(of_kind(runs, "faults"))
+    if faults is not None:
+        f = Figures()
+        answer = (
+            f"{f(faults, 'summary', 'host_exceptions', digits=0)} exceptions and "
+            f"{f(faults, 'summary', 'results_changed', digits=0)} changed results in the app's calls over "
+            f"{f(faults, 'summary', 'judge_and_exporter_faults', digits=0)} judge and exporter faults and "
+            "its own span processors raising; `shutdown(5)` took at most "
+            f"{f(faults, 'summary', 'max_shutdown_s')} s"
+        )
+        out.append(
+            Headline("The app's calls when the judge or the exporters fail", answer, tuple(f.cited), "faults")
+        )
     return out
 
 
@@ -96,6 +110,9 @@ def sections(runs: list[Run], images: dict[str, str]) -> list[tuple[str, list[Ru
     cpu = newest(of_kind(runs, "eval_cpu"))
     if cpu is not None:
         out.append((_eval_cpu(cpu), [cpu]))
+    faults = newest(of_kind(runs, "faults"))
+    if faults is not None:
+        out.append((_faults(faults), [faults]))
     return out
 
 
@@ -188,21 +205,61 @@ def _latency_rows(first: str, summaries: dict[str, dict[str, Any]]) -> list[str]
     return rows
 
 
-def _eval_cpu(run: Run) -> str:
+def _table_section(run: Run, heading: str, intro: str, header: list[str], rows: list[list[str]]) -> str:
+    """A section of one run: its heading and what it measures, one table (first column left-aligned, the rest
+    figures), and the run's date and command under it."""
     cmds = Commands()
     cmds.ref(run)
     lines = [
-        "### The app's CPU per scored call {#eval-cpu}\n",
-        "The app's process CPU (all threads) per decorated call that does no work, scored in the app or "
-        'handed to the fleet with `scoring="remote"`; the judge stand-in runs in its own process.\n',
-        "| scoring | CPU ms/call (median) | min | max | judge calls/call | evaluations | RAG spans |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        heading + "\n",
+        intro + "\n",
+        "| " + " | ".join(header) + " |",
+        "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        cmds.markdown(),
     ]
-    for m in run.doc["modes"]:
-        lines.append(
-            f"| {m['mode']} | {fmt(m['cpu_ms_per_call_median'], 3)} | {fmt(m['cpu_ms_per_call_min'], 3)} | "
-            f"{fmt(m['cpu_ms_per_call_max'], 3)} | {fmt(m['judge_calls_per_call'])} | "
-            f"{m['spans']['evaluations']:,} | {m['spans']['rag_spans']:,} |"
-        )
-    lines += ["", cmds.markdown()]
     return "\n".join(lines)
+
+
+def _eval_cpu(run: Run) -> str:
+    header = ["scoring", "CPU ms/call (median)", "min", "max", "judge calls/call", "evaluations", "RAG spans"]
+    rows = [
+        [
+            m["mode"],
+            fmt(m["cpu_ms_per_call_median"], 3),
+            fmt(m["cpu_ms_per_call_min"], 3),
+            fmt(m["cpu_ms_per_call_max"], 3),
+            fmt(m["judge_calls_per_call"]),
+            f"{m['spans']['evaluations']:,}",
+            f"{m['spans']['rag_spans']:,}",
+        ]
+        for m in run.doc["modes"]
+    ]
+    intro = (
+        "The app's process CPU (all threads) per decorated call that does no work, scored in the app or "
+        'handed to the fleet with `scoring="remote"`; the judge stand-in runs in its own process.'
+    )
+    return _table_section(run, "### The app's CPU per scored call {#eval-cpu}", intro, header, rows)
+
+
+def _faults(run: Run) -> str:
+    header = [
+        "fault", "exceptions in the app's calls", "results changed", "p50 µs", "p99 µs", "`shutdown(5)` s",
+        "evaluations dropped", "spans unfinished", "telemetry flushed",
+    ]  # fmt: skip
+    rows = []
+    for r in run.doc["results"]:
+        if "error" in r:
+            rows.append([r["fault"], f"did not report: {r['error'][:80]}", *[""] * 7])
+            continue
+        keys = ("host_exceptions", "results_changed", "p50_us", "p99_us", "shutdown_s", "dropped")
+        keys += ("unfinished_spans", "telemetry_flushed")
+        digits = {"p50_us": 0, "p99_us": 0}
+        rows.append([r["fault"], *(fmt(r[k], digits.get(k, 2)) for k in keys)])
+    intro = (
+        f"Each fault in an app process of its own: {run.doc['calls_per_fault']:,} decorated calls, each "
+        "result compared with the function's own by identity, then `faithtrace.shutdown(5)` and what its "
+        "report says it lost."
+    )
+    return _table_section(run, "### The app's calls under faults {#faults}", intro, header, rows)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import re
@@ -142,9 +143,12 @@ def reply_for(body: dict[str, Any], default_items: int) -> tuple[str, bool, str]
 
 
 def make_app(latency_s: float, default_items: int) -> web.Application:
-    stats = {"requests": 0, "in_flight": 0, "peak_in_flight": 0}
+    stats = {"requests": 0, "in_flight": 0, "peak_in_flight": 0, "tokens": 0}
+    # (arrival, tokens reported) per request, for budgets measured over a sliding window (bounded).
+    usage: collections.deque[tuple[float, int]] = collections.deque(maxlen=1_000_000)
 
     async def chat(request: web.Request) -> web.Response:
+        arrived = time.time()
         body = await request.json()
         stats["requests"] += 1
         stats["in_flight"] += 1
@@ -160,6 +164,9 @@ def make_app(latency_s: float, default_items: int) -> web.Application:
                 {"id": "call_1", "type": "function", "function": {"name": name, "arguments": content}}
             ]
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        tokens = max(1, prompt_chars // 4) + max(1, len(content) // 4)
+        stats["tokens"] += tokens
+        usage.append((arrived, tokens))
         return web.json_response(
             {
                 "id": f"fake-{stats['requests']}",
@@ -183,11 +190,15 @@ def make_app(latency_s: float, default_items: int) -> web.Application:
     async def stats_view(_: web.Request) -> web.Response:
         return web.json_response(stats)
 
+    async def usage_view(_: web.Request) -> web.Response:
+        return web.json_response(list(usage))
+
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/stats", stats_view)
+    app.router.add_get("/usage", usage_view)
     return app
 
 

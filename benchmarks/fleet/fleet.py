@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -425,7 +426,12 @@ OI_SCENARIOS: dict[str, tuple[str, int, tuple[str, ...], dict[str, Any], str]] =
 
 
 def openinference(
-    otelcol: str, traces: int, judge_latency: float, which: list[str], configs_wanted: set[str]
+    otelcol: str,
+    traces: int,
+    judge_latency: float,
+    which: list[str],
+    configs_wanted: set[str],
+    redis_url: str | None = None,
 ) -> list[dict[str, Any]]:
     """LlamaIndex and LangChain apps (OpenInference, no faithtrace) -> Collector -> 2 replicas: every RAG
     trace scored once, against its root span and its own answer, in each scenario.
@@ -450,6 +456,7 @@ def openinference(
             ) as group,
         ):
             group.overlays.extend(overlays)
+            group.redis_url = redis_url
             _start(group, 2, concurrency, extra=extra)
             started = time.monotonic()
             decorated = bool(app_args.get("decorated"))
@@ -490,7 +497,12 @@ def openinference(
                 {
                     "scenario": label,
                     "config": config,
+                    "store": "redis" if redis_url else "none",
                     **run.summary(),
+                    # One judge request per evaluation here: those beyond one per trace were judged again,
+                    # whether their results reached the sink twice or not (in flight in the killed replica).
+                    "judge_requests_beyond_one_per_trace": group.judge_requests() - len(expected),
+                    "scored_elsewhere": sum(s.get("scored_elsewhere", 0) for s in stats),
                     "seconds": round(time.monotonic() - started, 1),
                     # A restarted replica's /stats count from its restart only.
                     "incomplete": sum(s["incomplete"] for s in stats),
@@ -512,11 +524,14 @@ def openinference(
     return rows
 
 
-def kill_duplicates(otelcol: str, traces: int, latency_s: float) -> dict[str, Any]:
+def kill_duplicates(
+    otelcol: str, traces: int, latency_s: float, redis_url: str | None = None
+) -> dict[str, Any]:
     with (
         tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp,
         fleet(Path(tmp), otelcol, latency_s) as group,
     ):
+        group.redis_url = redis_url
         _start(group, 3, 8)
         app = start_app(group, count=traces, interval=0.02)
         threshold = max(10, traces // 3)
@@ -528,10 +543,24 @@ def kill_duplicates(otelcol: str, traces: int, latency_s: float) -> dict[str, An
         wait_app_done(app, timeout=600)
         run = collect(group, app_traces(app), timeout=600)
         return {
+            "store": "redis" if redis_url else "none",
             "rag_traces": len(run.expected),
             "missing": len(run.missing),
             "duplicates": run.duplicates,
+            "judge_requests_beyond_one_per_trace": group.judge_requests() - len(run.expected),
         }
+
+
+@contextlib.contextmanager
+def _store(kind: str) -> Iterator[str | None]:
+    """None for "none"; for "redis", a real Redis server's URL for as long as the block runs."""
+    if kind == "none":
+        yield None
+        return
+    from _redis_fixtures import redis_server
+
+    with tempfile.TemporaryDirectory(prefix="redis-") as tmp, redis_server(Path(tmp)) as server:
+        yield server.url
 
 
 def _machine_jiffies() -> tuple[int, int]:
@@ -806,6 +835,12 @@ def main() -> None:
         "--ceiling-traces", type=int, help="RAG traces per ceiling run (default 600 quick, 4000)"
     )
     parser.add_argument(
+        "--stores",
+        default="none",
+        help="the kill and openinference phases with each: none (each replica alone), redis (the replicas "
+        "share a Redis: --redis, its record of scored traces checked before judging)",
+    )
+    parser.add_argument(
         "--phases",
         default="scaling,cost,latency,kill,memory,spool,openinference",
         help="which tables (default: all but ceiling, which takes about 8 minutes)",
@@ -867,14 +902,19 @@ def main() -> None:
             "rss_mb",
         ]
         print(_common.table(keys, [[mem[k] for k in keys]]))
+    stores = args.stores.split(",")
     if "openinference" in phases:
-        oi = openinference(
-            otelcol,
-            args.oi_traces,
-            args.latency_judge,
-            args.oi_scenarios.split(","),
-            set(args.oi_configs.split(",")),
-        )
+        oi = []
+        for store in stores:
+            with _store(store) as url:
+                oi += openinference(
+                    otelcol,
+                    args.oi_traces,
+                    args.latency_judge,
+                    args.oi_scenarios.split(","),
+                    set(args.oi_configs.split(",")),
+                    url,
+                )
         results["openinference"] = oi
         # This phase's judge: --latency-judge, not --latency (the top-level judge_latency_s).
         results["openinference_judge_latency_s"] = args.latency_judge
@@ -887,10 +927,12 @@ def main() -> None:
         keys = [
             "scenario",
             "config",
+            "store",
             "rag_traces",
             "lost",
             "wrong",
             "duplicates",
+            "judge_requests_beyond_one_per_trace",
             "non_rag_scored",
             "root_not_in_sink",
             "lost_accepted",
@@ -905,11 +947,14 @@ def main() -> None:
         ]
         print(_common.table(keys, [[r[k] for k in keys] for r in oi]))
     if "kill" in phases:
-        dup = kill_duplicates(otelcol, traces, args.latency)
-        results["kill"] = dup
-        print("\nOne of 3 replicas SIGKILLed mid-run and restarted")
-        rows = [[dup["rag_traces"], dup["missing"], dup["duplicates"]]]
-        print(_common.table(["RAG traces", "missing", "duplicate evaluations"], rows))
+        kills = []
+        for store in stores:
+            with _store(store) as url:
+                kills.append(kill_duplicates(otelcol, traces, args.latency, url))
+        results["kill"] = kills[0] if len(kills) == 1 else kills
+        print("\nOne of 3 replicas SIGKILLed mid-run and restarted (the decorated app)")
+        keys = ["store", "rag_traces", "missing", "duplicates", "judge_requests_beyond_one_per_trace"]
+        print(_common.table(keys, [[k[key] for key in keys] for k in kills]))
 
     if "ceiling" in phases:
         args.ceiling_traces = args.ceiling_traces or (600 if args.quick else 4000)

@@ -26,6 +26,7 @@ same cores: read the ratios, the CPU per evaluation, and the load average printe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -51,6 +52,7 @@ from _fleet_fixtures import (  # noqa: E402
     wait_until,
 )
 from _kafka_fixtures import Broker, app_answers, kafka_broker, kafka_fleet, start_oi_app  # noqa: E402
+from _redis_fixtures import redis_server  # noqa: E402
 from benchmarks._shared import common as _common  # noqa: E402
 from benchmarks.fleet.fleet import _cpu_seconds, _steady_rate  # noqa: E402
 
@@ -180,13 +182,17 @@ def scaling(
     return produce, rows
 
 
-def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: float) -> dict[str, Any]:
+def scenario(
+    otelcol: str, broker: Broker, fault: str, traces: int, latency: float, redis_url: str | None = None
+) -> dict[str, Any]:
+    """One fault with the two apps; ``redis_url``: the replicas share that Redis (``--redis``)."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, partitions=4)
     with (
         tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
         kafka_fleet(Path(tmp), otelcol, broker, topic, latency, max_seconds=3600) as group,
     ):
+        group.redis_url = redis_url
         for _ in range(2):
             # Saturated: each replica judges one evaluation at a time and admits 2; the apps send faster
             # than that, so the backlog waits in the topic (refusals, if any, are retried in place).
@@ -238,12 +244,19 @@ def scenario(otelcol: str, broker: Broker, fault: str, traces: int, latency: flo
             ):
                 wrong += 1
         stats = group.consumer_stats()
+        requests = group.judge_requests()
         return {
             "scenario": fault,
+            "store": "redis" if redis_url else "none",
             "rag_traces": len(expected),
             "missing": len(run.missing),
             "wrong_span_or_answer": wrong,
             "duplicates": run.duplicates,
+            "duplicates_pct": round(100 * run.duplicates / max(1, len(expected)), 2),
+            # One judge request per evaluation here: those beyond one per trace were judged again, whether
+            # their results reached the sink twice (duplicates) or not (in flight in the killed replica).
+            "judge_requests_beyond_one_per_trace": requests - len(expected),
+            "scored_elsewhere": sum(s.get("scored_elsewhere", 0) for s in stats),
             "replica_counted_duplicates": sum(s["duplicates"] for s in stats),
             "refused_and_retried": sum(s["kafka_retries"] for s in stats),
             "seconds": round(time.monotonic() - started, 1),
@@ -266,6 +279,12 @@ def main() -> None:
         default="none,saturated,kill,broker,collector,collector-restart",
         help="faults of the scenarios phase: none, saturated (replicas at --concurrency 1 --max-pending 2), "
         "kill (a replica), broker (restart), collector (SIGKILL), collector-restart (SIGTERM, 60 s grace)",
+    )
+    parser.add_argument(
+        "--stores",
+        default="none",
+        help="run the scenarios with each: none (each replica alone), redis (the replicas share a Redis: "
+        "--redis, its record of scored traces checked before judging)",
     )
     parser.add_argument("--out", help="results JSON (default benchmarks/results/fleet-kafka[-quick].json)")
     args = parser.parse_args()
@@ -295,9 +314,17 @@ def main() -> None:
                 ]  # fmt: skip
                 print(_common.table(keys, [[r[k] for k in keys] for r in rows]))
         if "scenarios" in phases:
-            rows = [
-                scenario(otelcol, broker, fault, scenario_traces, 0.05) for fault in args.scenarios.split(",")
-            ]
+            rows = []
+            for store in args.stores.split(","):
+                with contextlib.ExitStack() as stack:
+                    url = None
+                    if store == "redis":
+                        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="redis-")))
+                        url = stack.enter_context(redis_server(workdir)).url
+                    rows += [
+                        scenario(otelcol, broker, fault, scenario_traces, 0.05, url)
+                        for fault in args.scenarios.split(",")
+                    ]
             results["scenarios"] = rows
             print(f"\nDelivery: decorated + LlamaIndex apps, {scenario_traces} traces each, 2 replicas")
             keys = list(rows[0])

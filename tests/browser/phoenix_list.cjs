@@ -5,20 +5,12 @@
 // Usage: node phoenix_list.cjs <url> <wait-for-text> <screenshot.png> [filter condition]
 // Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary), ANYWHERE=1 (the
 // text may show anywhere on the page, a span's details say; nothing is clicked).
-const { chromium } = require(process.env.PLAYWRIGHT_CORE || "playwright-core");
+const { launch, run } = require("./chromium.cjs");
 
 const [url, waitFor, screenshot, filter] = process.argv.slice(2);
-const FLAGS = [
-  "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-];
 
-(async () => {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: FLAGS,
-  });
+run(async () => {
+  const browser = await launch();
   try {
     // Wide enough for the annotation columns, which come after input, output, error and user.
     const page = await browser.newPage({ viewport: { width: 2200, height: 760 } });
@@ -88,7 +80,4 @@ const FLAGS = [
   } finally {
     await browser.close();
   }
-})().catch((e) => {
-  process.stderr.write(String(e && e.stack ? e.stack : e) + "\n");
-  process.exit(2);
 });

@@ -3,15 +3,16 @@
 Importing litellm rewrites process-wide state that belongs to the host: it sets the ``httpx`` logger to
 WARNING (the host's INFO "HTTP Request" lines vanish), adds redaction filters to the ``asyncio``, ``httpx``
 and ``uvicorn.*`` loggers (the host's access lines are rewritten), inserts ``warnings`` filters, registers
-exit handlers and sets environment variables. faithtrace imports it lazily, on its first evaluation, so
+exit handlers and sets environment variables; a library it imports (``rich``) draws from the ``random``
+module, which shifts an app's seeded sequence. faithtrace imports it lazily, on its first evaluation, so
 without this the host's logging would change mid-run.
 
 :func:`preserved` snapshots that state, runs the import, and puts it back:
 
 - ``os.environ``, every logger that existed before (level, handlers, filters, ``propagate``, ``disabled``),
   the root logger, ``logging.disable``'s level, the logger class and record factory, and ``warnings.filters``
-  are restored exactly. A host thread changing them during the window (about a second, once per process)
-  would see its change undone too.
+  are restored exactly, and so is the ``random`` module's state. A host thread changing them during the
+  window (about a second, once per process) would see its change undone too.
 - Loggers the import created are the library's own. Levels and filters set on them are cleared, so a host
   that later uses one of those names (``apscheduler``, ``backoff``) gets stock behaviour; the loggers of the
   library being imported (``muted``: litellm's ``LiteLLM`` loggers come with a stderr handler) print nothing:
@@ -29,6 +30,7 @@ import atexit
 import contextlib
 import logging
 import os
+import random
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -71,6 +73,7 @@ class _Snapshot:
     logger_class: type[logging.Logger] = field(default_factory=logging.getLoggerClass)
     record_factory: Callable[..., logging.LogRecord] = field(default_factory=logging.getLogRecordFactory)
     warning_filters: list[Any] = field(default_factory=lambda: list(warnings.filters))
+    random_state: Any = field(default_factory=random.getstate)
 
     def __post_init__(self) -> None:
         for name, logger in list(logging.root.manager.loggerDict.items()):
@@ -132,6 +135,8 @@ def _restore(before: _Snapshot, muted: tuple[str, ...]) -> None:
     logging.disable(before.disable)
     logging.setLoggerClass(before.logger_class)
     logging.setLogRecordFactory(before.record_factory)
+    if random.getstate() != before.random_state:
+        random.setstate(before.random_state)
     if warnings.filters != before.warning_filters:
         filters: list[Any] = warnings.filters  # type: ignore[assignment]  # typeshed: a Sequence; it is a list
         filters[:] = before.warning_filters

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from faithtrace._common import safety
 from faithtrace._common.shorten import shorten
 from faithtrace._common.unicode import valid_text
 
@@ -28,6 +29,8 @@ _SECRET_RE: Final = re.compile(
     re.IGNORECASE,
 )
 REDACTED: Final = "[REDACTED]"
+# What is exported in place of a text when the app's redact hook raised: the text itself must not leave.
+WITHHELD: Final = "[REDACTION FAILED]"
 
 
 def _replace_secret(match: re.Match[str]) -> str:
@@ -49,6 +52,19 @@ def scrub_secrets(text: str) -> str:
         if hint in lowered:
             return _SECRET_RE.sub(_replace_secret, text)
     return text
+
+
+def _redacted(redact: Callable[[str], str], text: str) -> str:
+    """The app's ``redact`` hook on ``text``. What the hook raises is the app's error (recorded): the text is
+    withheld rather than exported unredacted."""
+    try:
+        out = redact(text)
+        if type(out) is not str:
+            out = str(out) if not isinstance(out, str) else str.__getitem__(out, slice(None))
+        return out
+    except Exception as exc:
+        safety.host_error("redact", "the capture.redact hook", exc, "the text it was given is not exported")
+        return WITHHELD
 
 
 def export_text(
@@ -76,6 +92,6 @@ def export_text(
     elif cut:
         text = text[:max_chars]
     if redact is not None:
-        text = str(redact(text))
+        text = _redacted(redact, text)
     # One lone surrogate would make the exporter's encoding fail, and with it the whole batch of spans.
     return valid_text(text)[0], cut

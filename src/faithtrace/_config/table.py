@@ -279,6 +279,40 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     Option("serve.replay_endpoint", "The Collector's replay receiver (http://host:port, OTLP/gRPC): spooled "
         "parts found at start go there, to be routed to their trace's replica (none: into this replica).",
         env=("FAITHTRACE_SERVE_REPLAY_ENDPOINT",), metavar="URL", shown_default="none"),
+    # --- the fleet's shared store and judge budget (serve/fleet.py) ---
+    Option("serve.redis", "Redis URL (redis://host:6379/0; rediss:// for TLS) of the store the replicas "
+        "share: one judge budget for the fleet, and the record of traces scored, checked before judging "
+        "(none: each replica keeps its budget and record alone). Needs faithtrace[redis].",
+        env=("FAITHTRACE_SERVE_REDIS",), metavar="URL", shown_default="none"),
+    Option("serve.fleet", "The fleet's name in the store: replicas with the same name share one budget and "
+        "one record.",
+        env=("FAITHTRACE_SERVE_FLEET",), metavar="NAME", shown_default="the Kafka group, else faithtrace"),
+    Option("serve.max_tokens_per_hour", "Judge tokens the fleet (each replica, without --redis) spends per "
+        "hour at most: every evaluation reserves its expected tokens before its first judge call and "
+        "settles them with the real count after.",
+        env=("FAITHTRACE_SERVE_MAX_TOKENS_PER_HOUR",), parse=int, gt=0,
+        shown_default="sampling.max_tokens_per_hour, else unlimited"),
+    Option("serve.max_cost_usd_per_hour", "The same in US dollars (judges with a known price only).",
+        env=("FAITHTRACE_SERVE_MAX_COST_USD_PER_HOUR",), parse=float, gt=0,
+        shown_default="sampling.max_cost_usd_per_hour, else unlimited"),
+    Option("serve.max_judge_requests_per_minute", "Requests to the judge per minute at most, for the "
+        "fleet (each replica, without --redis); evaluations wait their turn.",
+        env=("FAITHTRACE_SERVE_MAX_JUDGE_REQUESTS_PER_MINUTE",), parse=float, gt=0,
+        shown_default="unlimited"),
+    Option("serve.budget_window_s", "The hourly budgets hold over every window this long, scaled to it: "
+        "3600 lets an hour's budget go in one burst, 60 spreads it over the hour.",
+        3600.0, ("FAITHTRACE_SERVE_BUDGET_WINDOW",), float, ge=10, le=86_400),
+    Option("serve.budget_exhausted", "An evaluation that finds the budget spent is skipped (acknowledged "
+        "unscored, counted as sampled_out with reason budget) or waits (refused as retryable until the "
+        "window has room: the backlog stays in the Collector's queue or in Kafka).",
+        "skip", ("FAITHTRACE_SERVE_BUDGET_EXHAUSTED",), parse_lower, choices=("skip", "wait")),
+    Option("serve.budget_store_down", "While the store does not answer: share (each replica keeps to its "
+        "share of the budget, as many replicas as the store last counted) or closed (nothing is judged; "
+        "refused as retryable).",
+        "share", ("FAITHTRACE_SERVE_BUDGET_STORE_DOWN",), parse_lower, choices=("share", "closed")),
+    Option("serve.scored_ttl_s", "How long the store remembers a scored trace (a redelivery within it is "
+        "not judged again).",
+        3600.0, ("FAITHTRACE_SERVE_SCORED_TTL",), float, ge=60),
     Option("serve.mapping", "JSON file: a list of extra span conventions (see the fleet's page).",
         env=("FAITHTRACE_SERVE_MAPPING",), parse=Path),
     Option("serve.instance_id", "This replica's id on the metrics it exports.",

@@ -9,13 +9,22 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from faithtrace._common.errors import ConfigError
-from faithtrace._request.text import CaptureError, chunk_text, field_of, is_stream, to_text, to_texts
+from faithtrace._common.safety import describe
+from faithtrace._request.text import (
+    CaptureError,
+    InputError,
+    chunk_text,
+    field_of,
+    is_stream,
+    to_text,
+    to_texts,
+)
 from faithtrace._telemetry.records import Captured
 
-__all__ = ["CaptureError", "chunk_text", "to_text", "to_texts"]
+__all__ = ["CaptureError", "InputError", "chunk_text", "read", "to_text", "to_texts"]
 
 Spec = str | Callable[..., Any] | None
 
@@ -135,7 +144,10 @@ def _stream_slot(result: Any, parts: Sequence[str]) -> Slot | None:
             raise CaptureError(f"the answer's stream at {name!r} is in a read-only mapping")
 
         def put_item(wrapper: Any) -> Any:
-            holder[name] = wrapper
+            try:
+                holder[name] = wrapper
+            except Exception as exc:  # the host's mapping refused it: leave the stream alone, unread
+                raise InputError(f"cannot watch its stream at {name!r}: {describe(exc)}", "answer") from None
             return result
 
         return value, put_item
@@ -147,7 +159,7 @@ def _stream_slot(result: Any, parts: Sequence[str]) -> Slot | None:
         try:
             setattr(holder, name, wrapper)
         except Exception as exc:  # frozen objects: leave the stream alone rather than read it
-            raise CaptureError(f"cannot watch the answer's stream at {name!r}: {exc}") from exc
+            raise CaptureError(f"cannot watch its stream at {name!r}: {describe(exc)}", "answer") from None
         return result
 
     return value, put_attribute
@@ -195,12 +207,16 @@ class CaptureSpec:
 
         return get
 
-    def _callable_getter(self, func: Callable[..., Any]) -> Getter:
-        if _arity(func) == 1:
-            return lambda call: func(call.result)
+    def _callable_getter(self, what: str, func: Callable[..., Any]) -> Getter:
+        """The user's own ``query=``/``contexts=``/``answer=`` callable: what it raises is a capture spec
+        that does not fit this call (``capture_error``), not a value that cannot be read."""
+        one = _arity(func) == 1
 
         def get(call: Call) -> Any:
-            return func(self.bound_arguments(call), call.result)
+            try:
+                return func(call.result) if one else func(self.bound_arguments(call), call.result)
+            except Exception as exc:
+                raise CaptureError(f"the {what}= callable raised {describe(exc)[:300]}") from None
 
         return get
 
@@ -208,7 +224,7 @@ class CaptureSpec:
         self, what: str, spec: Spec, arg_names: Sequence[str], result_names: Sequence[str]
     ) -> Getter:
         if callable(spec):
-            return self._callable_getter(spec)
+            return self._callable_getter(what, spec)
         if isinstance(spec, str):
             if spec in self._by_name:
                 return self._arg_getter(spec)
@@ -268,34 +284,40 @@ class CaptureSpec:
         """The answer's stream when the call returned one (to be watched, not read), else None."""
         if not self._watch_streams:
             return None
-        return _stream_slot(result, self._stream_parts)
+        try:
+            return _stream_slot(result, self._stream_parts)
+        except CaptureError as exc:
+            exc.field = exc.field or "answer"
+            raise
+        except Exception as exc:  # the host's result misbehaved while we looked for a stream in it
+            raise InputError.reading("answer", exc) from None
 
     def capture_inputs(self, call: Call) -> tuple[str | None, list[str] | None]:
-        """Query and contexts alone, for a call whose answer is still streaming (None: not found)."""
-        try:
-            query = self.query(call)
-            contexts = self.contexts(call)
-        except CaptureError:
-            raise
-        except Exception as exc:
-            raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
-        return (
-            None if query is MISSING else to_text(query),
-            None if contexts is MISSING else to_texts(contexts),
-        )
+        """Query and contexts alone, for a call whose answer is still streaming (None: not found). Raises
+        ``CaptureError`` (``InputError`` for a value that raised when read), naming the field."""
+        return read("query", self.query, call, to_text), read("contexts", self.contexts, call, to_texts)
 
     def capture(self, call: Call) -> Captured:
-        """The call's texts. Raises ``CaptureError`` when a spec does not fit the call."""
-        try:
-            query = self.query(call)
-            contexts = self.contexts(call)
-            answer = self.answer(call)
-        except CaptureError:
-            raise
-        except Exception as exc:  # the user's callable, or a property on their object, failed
-            raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
-        return Captured(
-            query=None if query is MISSING else to_text(query),
-            contexts=None if contexts is MISSING else to_texts(contexts),
-            answer=None if answer is MISSING else to_text(answer),
-        )
+        """The call's texts. Raises ``CaptureError`` when a spec does not fit the call, ``InputError`` when
+        a value it found raised when read, each naming the field."""
+        query, contexts = self.capture_inputs(call)
+        return Captured(query=query, contexts=contexts, answer=read("answer", self.answer, call, to_text))
+
+
+T = TypeVar("T")
+
+
+def read(field: str, getter: Callable[[Call], Any], call: Call, convert: Callable[[Any], T]) -> T | None:
+    """One of the call's texts, found by ``getter`` and made text by ``convert`` (None when not found).
+
+    The boundary with the host's objects: whatever they raise while being found or read (a property, a
+    mapping's ``get`` or ``__contains__``, a node's ``get_content()``, an int too large to print, an object
+    whose ``__class__`` raises) is this field's ``InputError``, never faithtrace's error."""
+    try:
+        value = getter(call)
+        return None if value is MISSING else convert(value)
+    except CaptureError as exc:
+        exc.field = exc.field or field
+        raise
+    except Exception as exc:
+        raise InputError.reading(field, exc) from None

@@ -17,10 +17,9 @@ import threading
 import time
 from typing import Any
 
-from faithtrace._common import safety
-from faithtrace._request.capture import CaptureError
+from faithtrace._request.capture import CaptureError, InputError
 from faithtrace._request.streams import Handoff
-from faithtrace._request.text import field_of
+from faithtrace._request.text import field_of, plain
 from faithtrace._runtime import thread_watch
 from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._telemetry.records import Captured
@@ -30,9 +29,18 @@ def writer_of(result: Any) -> Any:
     """The writer (thread or task) of a LlamaIndex streaming chat response; None for anything else.
 
     Raises ``CaptureError`` for a streaming chat response without one: its stream could only be read by
-    consuming it."""
+    consuming it; ``InputError`` when the result raised while looked at (a metaclass, a property)."""
+    try:
+        return _writer_of(result)
+    except CaptureError:
+        raise
+    except Exception as exc:
+        raise InputError.reading("answer", exc) from None
+
+
+def _writer_of(result: Any) -> Any:
     kind = type(result)
-    if kind.__name__ != "StreamingAgentChatResponse" or not kind.__module__.startswith("llama_index."):
+    if kind.__name__ != "StreamingAgentChatResponse" or not str(kind.__module__).startswith("llama_index."):
         return None
     task = field_of(result, "awrite_response_to_history_task")
     if isinstance(task, asyncio.Future):
@@ -40,7 +48,9 @@ def writer_of(result: Any) -> Any:
     thread = field_of(result, "write_response_to_history_thread")
     if isinstance(thread, threading.Thread):
         return thread
-    raise CaptureError("a StreamingAgentChatResponse with no writer thread or task cannot be watched")
+    raise CaptureError(
+        "a StreamingAgentChatResponse with no writer thread or task cannot be watched", "answer"
+    )
 
 
 class _ChatStream:
@@ -61,26 +71,35 @@ class _ChatStream:
         self.finished = False
 
     def done(self, cancelled: bool = False) -> None:
-        """The writer finished: score ``response``, or record the stream's failure (not scored)."""
+        """The writer finished: score ``response``, or record the stream's failure (not scored). Runs on the
+        writer's thread, in its task's done-callback or on the thread watcher: never raises (but for
+        faithtrace's own bugs in strict mode)."""
         if self.finished:
             return
         self.finished = True
         result, self.result = self.result, None
-        with safety.handle_internal_errors("capturing a chat stream") as guard:
-            exc = field_of(result, "exception")
-            if isinstance(exc, BaseException):
-                self.pending.fail(exc)
-                return
-            self.pending.end_ns = time.time_ns()
-            answer = field_of(result, "response")
-            if cancelled or not isinstance(answer, str):
-                problem = "the chat stream was cancelled" if cancelled else "the chat response has no text"
-                self.handoff(self.pending, None, problem)
-                return
-            captured = Captured(query=self.query, contexts=self.contexts, answer=answer)
-            self.handoff(self.pending, captured, "")
-        if guard.failed:
-            self.pending.drop()
+        pending = self.pending
+        try:
+            try:
+                exc = field_of(result, "exception")
+                if isinstance(exc, BaseException):
+                    pending.fail(exc)
+                    return
+                pending.end_ns = time.time_ns()
+                answer = field_of(result, "response")
+                if cancelled or not isinstance(answer, str):
+                    why = "the chat stream was cancelled" if cancelled else "the chat response has no text"
+                    raise CaptureError(why, "answer")
+                captured = Captured(query=self.query, contexts=self.contexts, answer=plain(answer))
+                problem: CaptureError | None = None
+            except CaptureError as error:
+                captured, problem = None, error
+            except Exception as error:  # the framework's response object misbehaved: the host's input
+                captured, problem = None, InputError.reading("answer", error)
+        except Exception as error:
+            pending.broken("capturing a chat stream", error)  # raises in strict mode
+            return
+        self.handoff(pending, captured, problem)
 
 
 def watch(

@@ -5,7 +5,9 @@ increment. A sampled-in call runs inside a span; on return, its texts are captur
 with the still-open span, without blocking: the worker sets the attributes, ends the span at the call's own
 end time and queues the evaluation. The span's one owner is its ``PendingSpan`` (``_runtime.pending_span``).
 The host's result and exceptions pass through untouched, and a call that raised is not scored
-(``PendingSpan.fail``).
+(``PendingSpan.fail``). Starting the span runs the app's span processors: when one raises, the call runs
+untraced (``host_spans.start_failed`` records it). No host code runs inside one of our ``except`` blocks: the
+host's own exceptions must not come out chained to one of ours.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from faithtrace._request.traced_function import Traced
 from faithtrace._runtime import lifecycle
 from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._runtime.runtime import Runtime
+from faithtrace._telemetry import host_spans
 from faithtrace._telemetry.records import FunctionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,11 +47,11 @@ def _sampling_failed(exc: Exception) -> int:
 
 def _decide() -> tuple[Runtime, int]:
     """The sampling decision: 0 to trace and score, a ``Reason`` > 0 to skip, -1 when disabled."""
-    rt = lifecycle.RUNTIME or lifecycle.current()
     try:
+        rt = lifecycle.RUNTIME or lifecycle.current()
         return rt, (rt.sampler.decide() if rt.enabled else -1)
     except Exception as exc:
-        return rt, _sampling_failed(exc)
+        return cast(Runtime, None), _sampling_failed(exc)  # -1: the call runs bare, the runtime unread
 
 
 def _count_skipped(stats: FunctionStats, reason: int) -> None:
@@ -87,7 +90,14 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
                 result = await wrapped(*args, **kwargs)
                 _count_skipped(stats, reason)
                 return result
-            span = rt.tracer.start_span(name)
+            try:  # inline, not host_spans.start_span(): one call less on every sampled-in call
+                span = rt.tracer.start_span(name)
+            except Exception as exc:
+                span = host_spans.start_failed(rt.tracer, name, stats, exc)
+            if span is None:  # the app's tracing raised (recorded, counted): the call runs untraced
+                result = await wrapped(*args, **kwargs)
+                stats.calls += 1
+                return result
             pending = PendingSpan(span, stats)
             token = attach(set_span_in_context(span))
             try:
@@ -110,7 +120,14 @@ def _make_wrapper(func: Any, traced: Traced) -> Any:
             return result
         # start_span + attach rather than start_as_current_span: the same span and context, without the
         # context manager's generator machinery, and the span stays open for the worker to end.
-        span = rt.tracer.start_span(name)
+        try:  # inline, not host_spans.start_span(): one call less on every sampled-in call
+            span = rt.tracer.start_span(name)
+        except Exception as exc:
+            span = host_spans.start_failed(rt.tracer, name, stats, exc)
+        if span is None:  # the app's tracing raised (recorded, counted): the call runs untraced
+            result = wrapped(*args, **kwargs)
+            stats.calls += 1
+            return result
         pending = PendingSpan(span, stats)
         token = attach(set_span_in_context(span))
         try:

@@ -11,8 +11,13 @@ Two shapes:
   replaced by a wrapper that yields the same chunks. Nothing reads the stream but its consumer.
 
 A stream that ends or is closed early is scored on what it produced; one that raised is not; one dropped
-unread is a capture error. Either way its span goes to the ``Handoff`` it was given (the traced function's,
-with its runtime bound): this module knows nothing of the traced function or the runtime.
+unread is a capture error; one with a chunk that raised when read as text is the answer's input error (a
+part of the answer is missing: what is left is not scored). Either way its span goes to the ``Handoff`` it
+was given (the traced function's, with its runtime bound): this module knows nothing of the traced function
+or the runtime.
+
+The relays run inside the host's iteration: nothing of faithtrace's may raise there. Reading a chunk, ending
+the stream and handing it over are guarded, and what the host's own objects raise is recorded as theirs.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from faithtrace._common import safety
-from faithtrace._request.capture import CaptureError, chunk_text, to_texts
+from faithtrace._request.capture import CaptureError, InputError, chunk_text, to_texts
 from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._telemetry.records import Captured, FunctionStats
 
-Handoff = Callable[[PendingSpan, Captured | None, str], None]
+Handoff = Callable[[PendingSpan, Captured | None, CaptureError | None], None]
 """Hands a finished call (``pending.end_ns`` set) and its texts, or why it has none, over to be scored."""
 Inputs = Callable[[], tuple[str | None, list[str] | None]]
 """Reads a call's query and contexts (raises ``CaptureError``)."""
@@ -46,7 +51,7 @@ class Stream:
 
     __slots__ = (
         "chunk_contexts", "contexts", "counted", "ctx", "finished", "handoff", "inputs", "limit", "parts",
-        "pending", "query", "size", "untexted",
+        "pending", "query", "size", "unreadable", "untexted",
     )  # fmt: skip
 
     def __init__(
@@ -66,11 +71,15 @@ class Stream:
         self.parts: list[str] = []
         self.size = 0
         self.untexted = 0
+        self.unreadable: CaptureError | None = None  # the first chunk that raised when read
         self.finished = False
         # Keep only what scoring can use: a long stream must not grow memory without bound.
         self.limit = max_answer_chars + 1
 
     def add(self, chunk: Any) -> None:
+        """Note a chunk's text. Never raises: what the chunk raises when read is the answer's input error."""
+        if self.unreadable is not None:
+            return
         try:
             if isinstance(chunk, Mapping) and self.chunk_contexts is None:
                 for key in _CHUNK_CONTEXT_KEYS:
@@ -88,27 +97,39 @@ class Stream:
         except CaptureError:
             self.untexted += 1
         except Exception as exc:
-            safety.internal_error("reading a streamed chunk", exc)
+            self.unreadable = InputError.reading("answer", exc)
 
     def done(self) -> None:
-        """The stream ended (or was closed): capture and hand the span over, once."""
+        """The stream ended (or was closed): capture and hand the span over, once. Never raises (but for
+        faithtrace's own bugs in strict mode)."""
         if self.finished:
             return
         self.finished = True
-        self.pending.end_ns = time.time_ns()
+        pending = self.pending
+        pending.end_ns = time.time_ns()
         try:
-            if not self.parts and self.untexted:
-                raise CaptureError(f"none of the stream's {self.untexted} chunk(s) had a text field")
-            query, contexts = self.query, self.contexts
-            if self.inputs is not None:
-                query, contexts = self.inputs()
-            if contexts is None:
-                contexts = self.chunk_contexts
-            captured = Captured(query=query, contexts=contexts, answer="".join(self.parts))
-            problem = ""
-        except CaptureError as exc:
-            captured, problem = None, str(exc)
-        self.handoff(self.pending, captured, problem)
+            try:
+                if self.unreadable is not None:
+                    raise self.unreadable
+                if not self.parts and self.untexted:
+                    raise CaptureError(
+                        f"none of the stream's {self.untexted} chunk(s) had a text field", "answer"
+                    )
+                query, contexts = self.query, self.contexts
+                if self.inputs is not None:
+                    query, contexts = self.inputs()
+                if contexts is None:
+                    contexts = self.chunk_contexts
+                captured: Captured | None = Captured(
+                    query=query, contexts=contexts, answer="".join(self.parts)
+                )
+                problem: CaptureError | None = None
+            except CaptureError as exc:
+                captured, problem = None, exc
+        except Exception as exc:
+            pending.broken("capturing a stream", exc)  # raises in strict mode
+            return
+        self.handoff(pending, captured, problem)
 
     def ended(self) -> None:
         self.done()
@@ -120,15 +141,40 @@ class Stream:
         self.pending.fail(exc)
 
     def abandoned(self) -> None:
-        """The wrapper was garbage-collected before anyone read it: nothing to score, but the span ends."""
+        """The wrapper was garbage-collected before anyone read it: nothing to score, but the span ends. Runs
+        in a finalizer, where what it raised would be printed on the host's stderr: never raises."""
         if not self.finished:
             self.finished = True
             self.pending.end_ns = time.time_ns()
-            self.handoff(self.pending, None, "the returned stream was never read")
+            with safety.handle_internal_errors("ending an unread stream's span"):
+                self.handoff(self.pending, None, CaptureError("the returned stream was never read", "answer"))
+
+
+class Untraced:
+    """A decorated generator's stream whose span could not start (the app's tracing raised, recorded):
+    passed through untouched, and its call counted when it ends."""
+
+    __slots__ = ("counted",)
+    ctx: Any = None
+
+    def __init__(self, counted: FunctionStats) -> None:
+        self.counted = counted
+
+    def add(self, chunk: Any) -> None:
+        pass
+
+    def ended(self) -> None:
+        self.counted.calls += 1
+
+    def failed(self, exc: BaseException) -> None:
+        pass
+
+
+Relayed = Stream | Untraced
 
 
 # --- the relays ------------------------------------------------------------------------------------------
-def _attach(stream: Stream) -> Any:
+def _attach(stream: Relayed) -> Any:
     return otel_context.attach(stream.ctx) if stream.ctx is not None else None
 
 
@@ -137,10 +183,10 @@ def _detach(token: Any) -> None:
         otel_context.detach(token)
 
 
-def relay(start: Callable[[], Stream], inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+def relay(start: Callable[[], Relayed], inner: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
     """Yield what ``inner`` yields (send, throw and close pass through), reporting each chunk to the stream
     ``start()`` gives on the first one."""
-    stream: Stream | None = None
+    stream: Relayed | None = None
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
@@ -169,6 +215,9 @@ def relay(start: Callable[[], Stream], inner: Generator[Any, Any, Any]) -> Gener
             token = _attach(stream)
             try:
                 inner.close()
+            except BaseException as exc:  # the host's generator refused to close: its error, as unwrapped
+                stream.failed(exc)
+                raise
             finally:
                 _detach(token)
             stream.ended()
@@ -178,9 +227,9 @@ def relay(start: Callable[[], Stream], inner: Generator[Any, Any, Any]) -> Gener
 
 
 async def async_relay(
-    start: Callable[[], Stream], inner: AsyncGenerator[Any, Any]
+    start: Callable[[], Relayed], inner: AsyncGenerator[Any, Any]
 ) -> AsyncGenerator[Any, Any]:
-    stream: Stream | None = None
+    stream: Relayed | None = None
     to_send: Any = None
     to_throw: BaseException | None = None
     while True:
@@ -208,6 +257,9 @@ async def async_relay(
             token = _attach(stream)
             try:
                 await inner.aclose()
+            except BaseException as exc:
+                stream.failed(exc)
+                raise
             finally:
                 _detach(token)
             stream.ended()

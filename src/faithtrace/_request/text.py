@@ -1,10 +1,21 @@
-"""Host values as text: documents, chunks and answers, without reading anything the host still needs."""
+"""Host values as text: documents, chunks and answers, without reading anything the host still needs.
+
+Everything read here is the host's, and may misbehave: a property, a dict's ``get`` or a node's
+``get_content()`` may raise, an ``int`` may be too large to print. The callers (``CaptureSpec``, the stream
+wrappers) read one field at a time and turn what it raises into that field's ``InputError``. The texts kept
+are plain ``str`` copies: a ``str`` subclass's own methods are the host's code too, and the texts are sliced,
+scrubbed and joined later, on other threads.
+"""
 
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+from faithtrace._common.safety import describe
+from faithtrace._telemetry import names as n
 
 # Fields that hold a document's or a chunk's text, in the order they are tried.
 _TEXT_FIELDS: Final = ("text", "content", "page_content", "answer", "delta", "document", "chunk", "body")
@@ -12,7 +23,38 @@ _MAX_CONTEXTS: Final = 1000  # documents kept per call, whatever the app retriev
 
 
 class CaptureError(Exception):
-    """A capture spec did not match this call (a user-side mismatch, not a faithtrace bug)."""
+    """A capture spec did not match this call, or what it found is not text (a user-side mismatch, not a
+    faithtrace bug). ``field`` names the text it was after (query, contexts, answer) when known."""
+
+    outcome: str = n.OUTCOME_CAPTURE_ERROR
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+    @property
+    def message(self) -> str:
+        """What went wrong, without the field (which the span carries in an attribute of its own)."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class InputError(CaptureError):
+    """A host value raised while being read as text (its ``__str__``, a property, a dict's ``get``, a node's
+    ``get_content()``, an ``int`` too large to print): the host's input, not faithtrace's bug."""
+
+    outcome = n.OUTCOME_INPUT_ERROR
+
+    @classmethod
+    def reading(cls, field: str, exc: BaseException) -> InputError:
+        return cls(f"could not be read as text ({describe(exc)[:300]})", field)
+
+
+def plain(text: str) -> str:
+    """``text`` as a plain ``str``: a subclass's slicing, ``len`` or ``__str__`` may be anything."""
+    return text if type(text) is str else str.__getitem__(text, slice(None))
 
 
 def is_stream(value: Any) -> bool:
@@ -37,7 +79,7 @@ def _node_content(value: Any) -> str | None:
     if not callable(get_content):
         return None
     content = get_content()
-    return content if isinstance(content, str) else None
+    return plain(content) if isinstance(content, str) else None
 
 
 def to_text(value: Any) -> str | None:
@@ -49,18 +91,23 @@ def to_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return value
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
+        return plain(value)
+    # The base types' own methods, never a subclass's: bytes(value) would call the host's __bytes__.
+    if isinstance(value, bytes):
+        return bytes.decode(value, "utf-8", errors="replace")
+    if isinstance(value, bytearray):
+        return bytearray.decode(value, "utf-8", errors="replace")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__repr__(value)  # raises ValueError past 4300 digits: the caller's InputError
+    if isinstance(value, float):
+        return float.__repr__(value)
     if is_stream(value):
         raise CaptureError(f"the value is a stream ({type(value).__name__}) that faithtrace cannot read")
     if isinstance(value, Mapping):
         for name in _TEXT_FIELDS:
             field = value.get(name)
             if isinstance(field, str):
-                return field
+                return plain(field)
         raise CaptureError(f"a dict with none of the text keys {', '.join(_TEXT_FIELDS)}")
     content = _node_content(value)
     if content is not None:
@@ -68,13 +115,13 @@ def to_text(value: Any) -> str | None:
     for name in _TEXT_FIELDS:
         field = field_of(value, name)
         if isinstance(field, str):
-            return field
+            return plain(field)
     raise CaptureError(f"a {type(value).__name__} has no text field ({', '.join(_TEXT_FIELDS)})")
 
 
 def chunk_text(chunk: Any) -> str | None:
     """A streamed chunk's text, or None for a chunk that carries none (LangChain's ``{"context": …}``)."""
-    if isinstance(chunk, str):
+    if type(chunk) is str:
         return chunk
     try:
         return to_text(chunk)
@@ -93,10 +140,11 @@ def to_texts(value: Any) -> list[str]:
         if any(isinstance(value.get(name), str) for name in _TEXT_FIELDS):
             text = to_text(value)
             return [text] if text else []
-        value = list(value.values())  # {id: document}
+        value = list(itertools.islice(value.values(), _MAX_CONTEXTS))  # {id: document}
     if isinstance(value, Sequence | set | frozenset):
         texts = []
-        for item in list(value)[:_MAX_CONTEXTS]:
+        # islice, not list(): a sequence may claim any length (a lazy view over a store).
+        for item in itertools.islice(value, _MAX_CONTEXTS):
             text = to_text(item)
             if text:
                 texts.append(text)

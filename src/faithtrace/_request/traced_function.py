@@ -16,6 +16,7 @@ from faithtrace._request import chat_streams, streams
 from faithtrace._request.capture import Call, CaptureError, CaptureSpec
 from faithtrace._runtime.pending_span import PendingSpan
 from faithtrace._runtime.sampling import PARENT
+from faithtrace._telemetry import host_spans
 from faithtrace._telemetry.metrics import register
 from faithtrace._telemetry.records import Captured, FunctionStats
 
@@ -47,13 +48,14 @@ class Traced:
         returned untouched and scored when its own writer has finished (``chat_streams``). Nothing here
         reads a stream or calls ``str()`` on a host object. Only what must read the host's objects happens
         here (capture yields plain strings); attributes, scrubbing, the span's end and its export run on the
-        worker (``PendingSpan.finish``).
-        Never raises into the host, except for faithtrace bugs under pytest.
+        worker (``PendingSpan.finish``). What the host's objects raise while read is the call's
+        ``input_error``, named by field.
+        Never raises into the host, except for faithtrace bugs in strict mode.
         """
         pending.end_ns = time.time_ns()
         result = call.result
-        with safety.handle_internal_errors("capture") as guard:
-            ctx = pending.span.get_span_context()
+        try:
+            ctx = host_spans.span_context(pending.span)
             if ctx.is_valid and not ctx.trace_flags.sampled:
                 # The app's own sampler dropped our span: the trace will not exist, so neither will its score.
                 # (An invalid context means no SDK at all: metrics still count, so scoring goes ahead.)
@@ -70,11 +72,11 @@ class Traced:
                 if slot is not None:
                     return self._watch(rt, pending, call, *slot)
                 captured: Captured | None = self.spec.capture(call)
-                problem = ""
+                problem: CaptureError | None = None
             except CaptureError as exc:
-                captured, problem = None, str(exc)
-        if guard.failed:
-            pending.drop()
+                captured, problem = None, exc
+        except Exception as exc:
+            pending.broken("capture", exc)  # raises in strict mode
             return result
         self.handoff(rt, pending, captured, problem)
         return result
@@ -88,7 +90,7 @@ class Traced:
             return put(wrapper)
         except CaptureError as exc:  # the stream cannot be replaced: leave it alone, unread
             watched.finished = True
-            self.handoff(rt, pending, None, str(exc))
+            self.handoff(rt, pending, None, exc)
             return call.result
 
     def generator(
@@ -103,28 +105,33 @@ class Traced:
         """A decorated async generator function's stream: traced from its first chunk to its end."""
         return streams.async_relay(lambda: self._generator_stream(rt, instance, args, kwargs), inner)
 
-    def _generator_stream(self, rt: Runtime, instance: Any, args: Any, kwargs: Any) -> streams.Stream:
-        span = rt.tracer.start_span(self.name)
+    def _generator_stream(self, rt: Runtime, instance: Any, args: Any, kwargs: Any) -> streams.Relayed:
+        span = host_spans.start_span(rt.tracer, self.name, self.stats)
+        if span is None:  # the app's tracing raised (recorded, counted): the stream passes through untraced
+            return streams.Untraced(self.stats)
         call = self.call(instance, args, kwargs, None)
         limit = rt.settings.scoring.max_answer_chars
         return streams.generator_stream(
             partial(self.handoff, rt), span, self.stats, limit, lambda: self.spec.capture_inputs(call)
         )
 
-    def handoff(self, rt: Runtime, pending: PendingSpan, captured: Captured | None, problem: str) -> None:
-        """Hand a finished call (``pending.end_ns`` set) and its texts to the worker, or end its span here
-        when that fails."""
-        handed = False
+    def handoff(
+        self, rt: Runtime, pending: PendingSpan, captured: Captured | None, problem: CaptureError | None
+    ) -> None:
+        """Hand a finished call (``pending.end_ns`` set) and its texts (or why it has none) to the worker,
+        or end its span here when that fails."""
         try:
-            with safety.handle_internal_errors("capture"):
-                pending.captured = None if captured is None else self._bounded(rt, captured)
-                pending.problem = problem
-                pending.ended_at = time.monotonic()
-                handed = True
-                rt.handoff(pending)
-        finally:
-            if not handed:
-                pending.drop()
+            pending.captured = None if captured is None else self._bounded(rt, captured)
+            if problem is not None:
+                pending.problem, pending.field = problem.message, problem.field
+                pending.outcome = problem.outcome
+            pending.ended_at = time.monotonic()
+        except Exception as exc:
+            pending.broken("handing over a call", exc)  # raises in strict mode
+            return
+        with safety.handle_internal_errors("handing over a call"):
+            # Once handed over the span is the worker's (or finish()'s, which ends it whatever happens).
+            rt.handoff(pending)
 
     @staticmethod
     def _bounded(rt: Runtime, captured: Captured) -> Captured:

@@ -3,15 +3,20 @@
 The request path starts the span and wraps it in a ``PendingSpan``. From then on only this object ends it:
 
 * ``fail(exc)``: the host's call raised. The exception is recorded (secrets scrubbed) and the span ends at
-  once, on the host's thread; a failed call is not scored.
-* ``drop()``: nothing to finish (the app's sampler dropped the trace, or capturing failed in faithtrace):
-  the span ends at the call's end time.
+  once, on the host's thread; a failed call is not scored (outcome ``call_failed``).
+* ``drop()``: nothing to finish (the app's sampler dropped the trace): the span ends at the call's end time.
+* ``broken(where, exc)``: faithtrace's own bug while handling the call: recorded as such (outcome
+  ``internal_error``), the span ends at the call's end time.
 * ``finish(capture, offer)``: the call returned and its texts were captured. Normally on the worker's
   dispatcher thread (``Runtime.handoff``): exporting the texts (capping, secret scrubbing, the user's
   ``redact`` hook), the SDK's attribute validation, the queue-or-drop decision for the evaluation ``Job``, and
   ``span.end(end_time=...)`` with the exporters' work behind it. The span's timing is the call's own; only its
   export moves off the host's thread. When the worker cannot take the call (inbox full, shutting down) the
   host's thread runs ``finish`` itself, which is slower but bounded.
+
+Every call into the span is a call into the app's tracing (its span processors run when the span ends), so
+each goes through ``_telemetry.host_spans``: what the app's tracing raises is recorded as the host's error,
+never raised into the host's call nor counted as faithtrace's.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from opentelemetry.trace import Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, Tracer
+from opentelemetry.util.types import AttributeValue
 
 from faithtrace._common import safety
 from faithtrace._common.secrets import scrub_secrets
+from faithtrace._telemetry import host_spans, spans
 from faithtrace._telemetry import names as n
-from faithtrace._telemetry import spans
 from faithtrace._telemetry.metrics import count_outcome
 from faithtrace._telemetry.records import Captured, FunctionStats, Job
 
@@ -33,13 +39,14 @@ if TYPE_CHECKING:
     from faithtrace._config.settings import CaptureOptions
 
 
+Attributes = dict[str, AttributeValue]
 Offer = Callable[[Job], bool]  # queue an evaluation; False when it was dropped
 
 
 class PendingSpan:
     """A started RAG span and what its end needs. Cheap to build: the request path makes one per call."""
 
-    __slots__ = ("captured", "end_ns", "ended_at", "problem", "span", "stats")
+    __slots__ = ("captured", "end_ns", "ended_at", "field", "outcome", "problem", "span", "stats")
 
     def __init__(self, span: Span, stats: FunctionStats) -> None:
         self.span = span
@@ -48,21 +55,40 @@ class PendingSpan:
         self.ended_at = 0.0  # the same moment, monotonic
         self.captured: Captured | None = None  # None when capture failed
         self.problem = ""  # why capture failed
+        self.outcome = n.OUTCOME_CAPTURE_ERROR  # whose fault that was: capture_error or input_error
+        self.field = ""  # the text that could not be captured: query, contexts or answer
 
     # --- request path ------------------------------------------------------------------------------------
     def fail(self, exc: BaseException) -> None:
-        """The host's call raised: record it and end the span now (a failed call is not scored). Guarded like
-        ``finish``: ending the span runs the app's own span processors, and one that raises must never replace
-        the exception the host's caller is about to receive."""
-        try:
-            record_failure(self.span, exc)
-            self.span.end()
-        except Exception as error:
-            safety.internal_error("ending a failed call's span", error)
+        """The host's call raised: record it and end the span now (a failed call is not scored). Never raises:
+        the host's caller is about to receive its own exception, and nothing may replace it."""
+        span = self.span
+        host_spans.record_failure(span, exc)
+        attributes: Attributes = {
+            n.EVAL_OUTCOME: n.OUTCOME_CALL_FAILED,
+            n.SAMPLED: False,
+            n.FUNCTION: self.stats.name,
+        }
+        host_spans.guarded(span).set_attributes(attributes)
+        count_outcome(self.stats, n.OUTCOME_CALL_FAILED)
+        host_spans.end_span(span)
 
     def drop(self) -> None:
         """End the span at the call's end without scoring it."""
-        self.span.end(end_time=self.end_ns or None)
+        host_spans.end_span(self.span, self.end_ns or None)
+
+    def broken(self, where: str, exc: Exception) -> None:
+        """faithtrace failed while handling this call (its bug): the call is recorded as such, its span ended.
+        Call from an ``except`` block; re-raises in strict mode, after the span has ended."""
+        count_outcome(self.stats, n.OUTCOME_INTERNAL_ERROR)
+        attributes: Attributes = {
+            n.EVAL_OUTCOME: n.OUTCOME_INTERNAL_ERROR,
+            n.SAMPLED: False,
+            n.FUNCTION: self.stats.name,
+        }
+        host_spans.guarded(self.span).set_attributes(attributes)
+        self.drop()
+        safety.internal_error(where, exc)
 
     # --- worker (or host, when the worker cannot take it) --------------------------------------------------
     def finish(
@@ -72,10 +98,11 @@ class PendingSpan:
         remote: ScoringOptions | None = None,
         tracer: Tracer | None = None,
     ) -> None:
-        """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for faithtrace bugs
-        under pytest. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
+        """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for our bugs in
+        strict mode. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
         cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
         RETRIEVER child span (where Phoenix shows documents)."""
+        self.span = host_spans.guarded(self.span)  # the app's span processors may raise: see the docstring
         try:
             with safety.handle_internal_errors("finishing a span"):
                 self._attributes_and_job(capture, offer, remote, tracer)
@@ -129,28 +156,31 @@ class PendingSpan:
                 spans.emit_retriever(tracer, span, attrs, stats.name, self.end_ns)
 
     def _not_scored(self, problem: str) -> None:
-        stats = self.stats
-        count_outcome(stats, n.OUTCOME_CAPTURE_ERROR)
-        self.span.set_attributes(
-            {
-                n.CAPTURE_ERROR: problem[:300],
-                n.EVAL_OUTCOME: n.OUTCOME_CAPTURE_ERROR,
-                n.SAMPLED: False,
-                n.FUNCTION: stats.name,
-            }
-        )
+        stats, outcome = self.stats, self.outcome
+        count_outcome(stats, outcome)
+        attributes: Attributes = {
+            n.CAPTURE_ERROR: scrub_secrets(problem[:300]),
+            n.EVAL_OUTCOME: outcome,
+            n.SAMPLED: False,
+            n.FUNCTION: stats.name,
+        }
+        if self.field:
+            attributes[n.CAPTURE_FIELD] = self.field
+        self.span.set_attributes(attributes)
+        if outcome == n.OUTCOME_INPUT_ERROR:
+            # The host's value: say which one, once a minute per function and field.
+            safety.warn_rate_limited(
+                f"input:{stats.name}:{self.field}",
+                "faithtrace: %s is not scored: its %s %s (your code is unaffected)",
+                stats.name,
+                self.field or "input",
+                problem,
+            )
+            return
         safety.warn_rate_limited(
             "capture:" + stats.name,
-            "faithtrace: %s is not scored: %s (your code is unaffected)",
+            "faithtrace: %s is not scored: %s%s (your code is unaffected)",
             stats.name,
+            f"{self.field}: " if self.field else "",
             problem,
         )
-
-
-@safety.handle_internal_errors("recording an exception")
-def record_failure(span: Span, exc: BaseException) -> None:
-    """The host's exception on its span, like OTel's own recording but with secrets scrubbed from the message
-    (exception messages often quote connection strings and keys)."""
-    message = scrub_secrets(str(exc))[:2000]
-    span.record_exception(exc, attributes={"exception.message": message})
-    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))

@@ -23,9 +23,9 @@ from faithtrace._runtime.pending_span import Offer, PendingSpan
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
+from faithtrace._telemetry import host_spans, setup, spans
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
-from faithtrace._telemetry import setup, spans
 from faithtrace._telemetry.records import Job
 from faithtrace._version import __version__
 from faithtrace.scoring.models import ErrorInfo
@@ -99,7 +99,12 @@ class Runtime:
         self.capture = settings.capture
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        self.tracer = trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
+        self.tracer = setup.with_private_ids(
+            trace.get_tracer(n.INSTRUMENTATION_SCOPE, __version__, tracer_provider)
+        )
+        # The worker's spans (evaluation, judge calls, retriever) through a tracer whose spans never raise:
+        # the app's span processors run when they start and end (see ``host_spans``).
+        self.worker_tracer = host_spans.GuardedTracer(self.tracer)
         self.instruments = ft_metrics.instruments_for(meter_provider, queue_depth)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
@@ -123,15 +128,15 @@ class Runtime:
         """Pass a returned call to the worker to finish; finish it here when the worker cannot take it."""
         worker = self._worker or self._start_worker()
         if worker is None:
-            pending.finish(self.capture, _refuse, self._remote, self.tracer)
+            pending.finish(self.capture, _refuse, self._remote, self.worker_tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote, self.tracer)
+            pending.finish(self.capture, worker.offer, self._remote, self.worker_tracer)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 self._first_worker()
-                capture, remote, tracer = self.capture, self._remote, self.tracer
+                capture, remote, tracer = self.capture, self._remote, self.worker_tracer
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
                     pending.finish(capture, offer, remote, tracer)
@@ -164,14 +169,16 @@ class Runtime:
 
     # --- worker side ---------------------------------------------------------------------------------------
     async def score_job(self, job: Job) -> None:
-        """Score one queued job and turn the result into telemetry. Never raises (but under pytest)."""
+        """Score one queued job and turn the result into telemetry. Never raises (but in strict mode)."""
         started_ns = time.time_ns()
         result = await self.scorer.score(job.query, job.contexts, job.answer)
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
             self._warn_judge_failure(result.error)
         with safety.handle_internal_errors("evaluation telemetry"):
             placement = self.settings.evaluation_placement
-            evaluation = spans.emit_evaluation(self.tracer, job, result, started_ns, self.capture, placement)
+            evaluation = spans.emit_evaluation(
+                self.worker_tracer, job, result, started_ns, self.capture, placement
+            )
             if self.annotations is not None:
                 item = ft_annotations.annotation(job.span_context, result, evaluation, self.capture)
                 self.annotations.add(item)
@@ -201,7 +208,8 @@ class Runtime:
     # --- lifecycle -----------------------------------------------------------------------------------------
     @staticmethod
     def _raise_kept(worker: Worker) -> None:
-        """Under pytest, a faithtrace bug caught on the worker's threads fails the test that flushes."""
+        """In strict mode (faithtrace's own tests), a faithtrace bug caught on the worker's threads fails the
+        test that flushes."""
         if worker.errors and safety.should_raise():
             errors, worker.errors = worker.errors, []
             raise errors[0]

@@ -7,6 +7,7 @@ evaluation's spend is known, so evaluations already queued may overrun it slight
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -29,9 +30,19 @@ RATE_LIMIT: Final = Reason.RATE_LIMIT
 _TRACE_ID_MASK: Final = (1 << 64) - 1
 _HOUR_S: Final = 3600.0
 
+# Our own generator, never the ``random`` module's: an app that seeds that one gets the same sequence with and
+# without faithtrace. Reseeded in a forked child, as ``random`` does for its own, so that the workers of a
+# pre-forking server do not all draw the same numbers.
+_random = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_random.seed)
+
 
 def _current_span_context_api() -> SpanContext | None:
-    return trace.get_current_span().get_span_context()
+    try:
+        return trace.get_current_span().get_span_context()
+    except Exception:  # the app's current span raised: no parent to follow (starting ours will say why)
+        return None
 
 
 def _fast_current_span_context() -> Callable[[], SpanContext | None]:
@@ -54,7 +65,12 @@ def _fast_current_span_context() -> Callable[[], SpanContext | None]:
 
     def current() -> SpanContext | None:
         span = get().get(_SPAN_KEY)
-        return span.get_span_context() if span is not None else None  # type: ignore[attr-defined]
+        if span is None:
+            return None
+        try:
+            return span.get_span_context()  # type: ignore[attr-defined,no-any-return]
+        except Exception:  # the app's current span raised: no parent to follow (starting ours will say why)
+            return None
 
     return current
 
@@ -96,7 +112,7 @@ class Sampler:
                 return PARENT
             if not self._all and (trace_id & _TRACE_ID_MASK) >= self._bound:
                 return RATIO
-        elif not self._all and random.getrandbits(64) >= self._bound:
+        elif not self._all and _random.getrandbits(64) >= self._bound:
             # A new trace: its id does not exist yet, and a uniform draw is what the id would give.
             return RATIO
         if self._budgeted and self._over_budget():

@@ -207,7 +207,7 @@ class Worker:
                         break
                     try:
                         self._finish(item, self.offer)
-                    except BaseException as exc:  # the finisher swallows all but faithtrace bugs under pytest
+                    except BaseException as exc:  # the finisher swallows all but our bugs in strict mode
                         self._keep(exc)
             finally:
                 self._busy = False
@@ -241,7 +241,7 @@ class Worker:
             await self._handler(job)
         except asyncio.CancelledError:
             pass  # by close(), which counts it
-        except BaseException as exc:  # the handler swallows everything but faithtrace bugs under pytest
+        except BaseException as exc:  # the handler swallows all but our bugs in strict mode
             self._keep(exc)
         finally:
             self._tasks.pop(task, None)

@@ -83,6 +83,11 @@ def _observe_internal_errors(_options: CallbackOptions) -> Iterable[Observation]
     return [Observation(safety.internal_error_count)]
 
 
+def _observe_host_errors(_options: CallbackOptions) -> Iterable[Observation]:
+    counts = dict(safety.host_error_counts)
+    return [Observation(count, {n.HOST_ERROR_WHERE: where}) for where, count in counts.items()]
+
+
 def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]:
     return [Observation(setup.prometheus_bind_failures, {n.EXPORTER: "prometheus"})]
 
@@ -159,6 +164,13 @@ class Instruments:
             [_observe_internal_errors],
             unit="{error}",
             description="faithtrace errors caught and swallowed (the host app was unaffected)",
+        )
+        meter.create_observable_counter(
+            n.METRIC_HOST_ERRORS,
+            [_observe_host_errors],
+            unit="{error}",
+            description="Errors raised by the app's own code that faithtrace called (span processors, the "
+            "redact hook), contained: the app's call was unaffected",
         )
         meter.create_observable_counter(
             n.METRIC_EXPORTER_ERRORS,

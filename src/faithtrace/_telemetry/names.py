@@ -65,6 +65,8 @@ GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 # --- faithtrace's own attributes ----------------------------------------------------------------------------
 FUNCTION: Final = "faithtrace.function"  # the decorated function's name, or name=
 CAPTURE_ERROR: Final = "faithtrace.capture.error"  # capture failed; the host call still succeeded
+# Which of the call's texts could not be captured or read: query | contexts | answer.
+CAPTURE_FIELD: Final = "faithtrace.capture.field"
 CONTEXTS_COUNT: Final = "faithtrace.contexts.count"
 TRUNCATED: Final = "faithtrace.truncated"  # names of attributes cut to the size cap
 SAMPLED: Final = "faithtrace.sampled"
@@ -161,13 +163,19 @@ METRIC_QUEUE_DEPTH: Final = "faithtrace.queue.depth"  # gauge
 METRIC_TOKEN_USAGE: Final = "faithtrace.judge.token.usage"  # histogram, {token}
 METRIC_OPERATION_DURATION: Final = "faithtrace.judge.operation.duration"  # histogram, s
 METRIC_INTERNAL_ERRORS: Final = "faithtrace.internal_errors"  # counter: faithtrace bugs caught and swallowed
+# Counter: errors raised by the app's own code that faithtrace called (its span processors, its redact hook),
+# contained, by faithtrace.host_error.where.
+METRIC_HOST_ERRORS: Final = "faithtrace.host_errors"
+# span_processor.on_start | span_processor.on_ending | span_processor.on_end | span.<method> | redact
+HOST_ERROR_WHERE: Final = "faithtrace.host_error.where"
 # Counter: exporters faithtrace could not set up (a taken Prometheus port), by faithtrace.exporter.
 METRIC_EXPORTER_ERRORS: Final = "faithtrace.exporter.setup_errors"
 EXPORTER: Final = "faithtrace.exporter"  # prometheus
 METRIC_ANNOTATIONS: Final = "faithtrace.annotations"  # counter by status: sent | failed | dropped
 
 # Metric attributes: low-cardinality only, never text.
-# scored | no_claims | no_context | input_error | error | dropped | sampled_out | capture_error
+# scored | no_claims | no_context | input_error | error | dropped | sampled_out | capture_error |
+# processor_error | call_failed | internal_error
 OUTCOME: Final = "faithtrace.outcome"
 VERDICT: Final = "faithtrace.verdict"  # yes | no | idk
 # sent | failed | dropped (annotations); config_failed (the annotation config could not be registered)
@@ -175,6 +183,20 @@ ANNOTATION_STATUS: Final = "faithtrace.annotation.status"
 OUTCOME_DROPPED: Final = "dropped"
 OUTCOME_SAMPLED_OUT: Final = "sampled_out"
 OUTCOME_CAPTURE_ERROR: Final = "capture_error"  # a capture spec did not fit the call: nothing to score
+# Whose fault a call that was not scored is, for the outcomes below: the host's value (a query, a context or
+# an answer) raised when read as text; the app's tracing (a span processor raised when the call's span
+# started); the host's function raised (its exception is on the span); faithtrace's own bug.
+OUTCOME_INPUT_ERROR: Final = "input_error"
+OUTCOME_PROCESSOR_ERROR: Final = "processor_error"
+OUTCOME_CALL_FAILED: Final = "call_failed"
+OUTCOME_INTERNAL_ERROR: Final = "internal_error"
+
+# The host's exception on its failed call's span: OpenTelemetry's exception event and its attributes.
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 SCORE_BUCKETS: Final = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 CLAIM_BUCKETS: Final = (0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)

@@ -7,8 +7,10 @@ shut down by ``faithtrace.shutdown()``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import random
 import sys
 import threading
 import time
@@ -18,11 +20,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.trace import INVALID_SPAN_ID, INVALID_TRACE_ID
 
 from faithtrace._common import safety
 from faithtrace._common.errors import ConfigError
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+
     from faithtrace._config.settings import Settings
 
 logger = logging.getLogger("faithtrace")
@@ -38,6 +43,53 @@ class _Owned:
 
 
 _owned = _Owned()
+
+# The ids of the provider faithtrace sets up come from a generator of its own: the SDK's default draws from
+# the ``random`` module, whose sequence is the app's (an app that seeds it expects the same numbers with and
+# without faithtrace), and that provider becomes the global one the app's own spans use too. Reseeded in a
+# forked child, as ``random`` does for its own, so that a pre-forking server's workers make distinct ids.
+_ids = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ids.seed)
+
+
+@functools.cache
+def private_id_generator() -> IdGenerator:
+    """The SDK's random ids (``RandomIdGenerator``: trace ids flagged random), drawn from our own generator.
+    Built on first use: importing faithtrace must not import the SDK."""
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class PrivateIdGenerator(RandomIdGenerator):
+        def generate_span_id(self) -> int:
+            span_id = _ids.getrandbits(64)
+            while span_id == INVALID_SPAN_ID:
+                span_id = _ids.getrandbits(64)
+            return span_id
+
+        def generate_trace_id(self) -> int:
+            trace_id = _ids.getrandbits(128)
+            while trace_id == INVALID_TRACE_ID:
+                trace_id = _ids.getrandbits(128)
+            return trace_id
+
+    return PrivateIdGenerator()
+
+
+def with_private_ids(tracer: Any) -> Any:
+    """``tracer`` (faithtrace's own ``Tracer`` object, from the app's provider) making its span and trace ids
+    with ``private_id_generator()`` where it would draw them from the ``random`` module (the SDK's default
+    generator): the spans faithtrace starts must not shift the app's seeded sequence. An id generator the app
+    chose (X-Ray's time-based trace ids, say) is left alone, and so are the app's own tracers."""
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    if sdk is None:  # no SDK imported: the tracer is not the SDK's
+        return tracer
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    if isinstance(tracer, sdk.Tracer) and type(getattr(tracer, "id_generator", None)) is RandomIdGenerator:
+        tracer.id_generator = private_id_generator()
+    return tracer
+
+
 _lock = threading.Lock()
 # Read by an observable counter: how often a /metrics endpoint could not be served (its port was taken).
 prometheus_bind_failures = 0
@@ -156,7 +208,11 @@ def tracer_provider_for(settings: Settings, explicit: Any, *, make_global: bool 
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        provider = TracerProvider(resource=_resource(settings), shutdown_on_exit=False)  # ours: see shutdown
+        provider = TracerProvider(  # ours: see shutdown
+            resource=_resource(settings),
+            shutdown_on_exit=False,
+            id_generator=private_id_generator(),
+        )
         provider.add_span_processor(BatchSpanProcessor(span_exporter(settings)))
         _owned.tracer_provider = provider
         if make_global:

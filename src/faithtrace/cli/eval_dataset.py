@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from faithtrace._common.unicode import valid_text
 from faithtrace._config.scoring_options import ScoringOptions
-from faithtrace.cli.metrics import LABELS, Summary, summarise
+from faithtrace.cli.deliver import Deliver, deliver_results, read_lines
+from faithtrace.cli.figures import Skip, Source
+from faithtrace.cli.metrics import LABELS
 from faithtrace.cli.output import Output
 from faithtrace.judge import Judge
 from faithtrace.scoring.models import FaithfulnessResult
@@ -28,58 +30,61 @@ class Row:
     label: str | None
 
 
-def parse_row(line_no: int, text: str) -> Row | str:
-    """A row, or a message naming the line and what is wrong with it."""
-    where = f"line {line_no}"
+def parse_row(line_no: int, text: str) -> Row | Skip:
+    """A row, or the line and what is wrong with it."""
+
+    def skip(reason: str) -> Skip:
+        return Skip(line_no, reason)
+
     try:
         data = json.loads(text)
     except ValueError as exc:
-        return f"{where}: invalid JSON ({exc})"
+        return skip(f"invalid JSON ({exc})")
     if not isinstance(data, dict):
-        return f"{where}: expected a JSON object, got {type(data).__name__}"
+        return skip(f"expected a JSON object, got {type(data).__name__}")
     missing = [k for k in ("question", "contexts", "answer") if k not in data]
     if missing:
-        return f"{where}: missing field(s) {', '.join(missing)}"
+        return skip(f"missing field(s) {', '.join(missing)}")
     question, contexts, answer = data["question"], data["contexts"], data["answer"]
     if question is not None and not isinstance(question, str):
-        return f"{where}: 'question' must be a string"
+        return skip("'question' must be a string")
     if isinstance(contexts, str):
         contexts = [contexts]
     if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-        return f"{where}: 'contexts' must be a string or a list of strings"
+        return skip("'contexts' must be a string or a list of strings")
     if not isinstance(answer, str):
-        return f"{where}: 'answer' must be a string"
+        return skip("'answer' must be a string")
     label = data.get("label")
     if label is not None and label not in LABELS:
-        return f"{where}: 'label' must be one of {', '.join(LABELS)} (got {label!r})"
+        return skip(f"'label' must be one of {', '.join(LABELS)} (got {label!r})")
     row_id = data.get("id")
     if row_id is None:
         row_id = f"line-{line_no}"
     elif not isinstance(row_id, str | int):
-        return f"{where}: 'id' must be a string or a number"
+        return skip("'id' must be a string or a number")
     # The id is written back as it is: a lone surrogate ("\ud800" in the JSON) could not be (the texts are
     # cleaned by the pipeline).
     return Row(line_no, valid_text(str(row_id))[0], question, contexts, answer, label)
 
 
-def load_rows(path: Path) -> tuple[list[Row], list[str]]:
-    """Valid rows and one message per bad line. Raises OSError when the file cannot be read."""
+def load_rows(path: Path) -> tuple[list[Row], list[Skip]]:
+    """Valid rows and one skip per bad line. Raises OSError when the file cannot be read."""
     rows: list[Row] = []
-    errors: list[str] = []
+    skips: list[Skip] = []
     first_line: dict[str, int] = {}
     with path.open(encoding="utf-8", errors="replace") as f:
         for line_no, text in enumerate(f, start=1):
             if not text.strip():
                 continue
             got = parse_row(line_no, text)
-            if isinstance(got, str):
-                errors.append(got)
+            if isinstance(got, Skip):
+                skips.append(got)
             elif got.id in first_line:
-                errors.append(f"line {line_no}: duplicate id {got.id!r} (first on line {first_line[got.id]})")
+                skips.append(Skip(line_no, f"duplicate id {got.id!r} (first on line {first_line[got.id]})"))
             else:
                 first_line[got.id] = line_no
                 rows.append(got)
-    return rows, errors
+    return rows, skips
 
 
 def load_done(path: Path) -> dict[str, dict[str, Any]]:
@@ -98,7 +103,21 @@ def load_done(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
-def record_of(row: Row, result: FaithfulnessResult) -> dict[str, Any]:
+# The judge's settings a reader of the results needs; never its address, key or extra parameters (they may
+# carry credentials).
+_JUDGE_FIELDS = ("temperature", "max_tokens", "structured_output", "timeout_s", "max_retries")
+
+
+def judge_of(judge: Judge) -> dict[str, Any]:
+    settings = judge.settings.model_dump(mode="json", include=set(_JUDGE_FIELDS))
+    return {"model": judge.model_name, **{k: settings[k] for k in _JUDGE_FIELDS}}
+
+
+def record_of(
+    row: Row, result: FaithfulnessResult, options: ScoringOptions, judge: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One line of the output file: the row's texts, its result and the settings it was scored with, so that
+    the file alone is enough for ``faithtrace report``."""
     return {
         "id": row.id,
         "line": row.line,
@@ -110,6 +129,11 @@ def record_of(row: Row, result: FaithfulnessResult) -> dict[str, Any]:
             "output_tokens": result.output_tokens,
             "cost_usd": result.cost_usd,
         },
+        "question": row.question,
+        "contexts": row.contexts,
+        "answer": row.answer,
+        "options": options.model_dump(mode="json"),
+        "judge": dict(judge) if judge is not None else None,
     }
 
 
@@ -129,7 +153,7 @@ async def score_rows(
     async def one(row: Row) -> None:
         async with gate:
             result = await run_pipeline(row.question, row.contexts, row.answer, judge=judge, options=options)
-        record = record_of(row, result)
+        record = record_of(row, result, options, judge_of(judge))
         records.append(record)
         if sink is not None:
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -145,54 +169,6 @@ async def score_rows(
     return records
 
 
-def _fmt(value: float | None, spec: str = ".3f") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def print_summary(out: Output, s: Summary) -> None:
-    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s.outcomes.items())) or "none"
-    rows = [
-        ["evaluations", str(s.rows)],
-        ["outcomes", outcomes],
-        [
-            "labels",
-            f"pass {s.passed}, fail {s.failed} ({s.failed_for_contradiction} for a contradicted claim alone)",
-        ],
-        ["mean score", _fmt(s.mean_score)],
-        ["mean faithfulness", _fmt(s.mean_faithfulness)],
-        ["tokens / evaluation", _fmt(s.tokens_per_eval, ".0f")],
-        ["LLM calls / evaluation", _fmt(s.calls_per_eval, ".2f")],
-        ["cost / evaluation (USD)", _fmt(s.cost_per_eval, ".6f")],
-        ["seconds / evaluation", _fmt(s.seconds_per_eval, ".1f")],
-    ]
-    if s.detector_evaluations:
-        rows.append(
-            [
-                "detector",
-                f"{s.detector_evaluations} evaluations read, {s.detector_spans} spans flagged, "
-                f"{s.detector_disagreements} claims where it and the verdict differ",
-            ]
-        )
-    if s.confusion is not None:
-        c = s.confusion
-        rows += [
-            [
-                "labelled rows with a score",
-                f"{s.labelled} (+{s.unscored_labelled} without a score, left out)",
-            ],
-            [f"balanced accuracy (score < {s.threshold:g} = hallucinated)", _fmt(s.balanced_accuracy)],
-            ["AUROC (low score = hallucinated)", _fmt(s.auroc)],
-        ]
-    out.table("faithtrace eval: summary", ["metric", "value"], rows)
-    if s.confusion is not None:
-        c = s.confusion
-        out.table(
-            f"confusion matrix at threshold {s.threshold:g}",
-            ["label \\ predicted", "hallucinated (score < t)", "faithful (score >= t)"],
-            [["hallucinated", str(c.tp), str(c.fn)], ["faithful", str(c.fp), str(c.tn)]],
-        )
-
-
 def run_eval_command(
     out: Output,
     file: Path,
@@ -202,14 +178,15 @@ def run_eval_command(
     options: ScoringOptions,
     concurrency: int,
     limit: int | None,
+    deliver: Deliver,
 ) -> int:
-    try:
-        rows, errors = load_rows(file)
-    except OSError as exc:
-        out.error(f"faithtrace eval: cannot read {file}: {exc.strerror or exc}")
+    loaded = read_lines(out, "eval", file, load_rows)
+    if loaded is None:
         return 2
-    for message in errors:
-        out.error(f"faithtrace eval: {file}: {message} (skipped)")
+    rows, skips = loaded
+    if not rows:
+        out.error(f"faithtrace eval: {file} has no row to score")
+        return 2
     if limit is not None:
         rows = rows[:limit]
     done = load_done(out_path) if out_path is not None else {}
@@ -249,7 +226,8 @@ def run_eval_command(
             return 130
     latest = load_done(out_path) if out_path is not None else {r["id"]: r for r in new}
     records = [latest[r.id] for r in rows if r.id in latest]
-    print_summary(out, summarise(records, options.threshold))
-    if errors:
-        out.error(f"faithtrace eval: {len(errors)} bad row(s) skipped (see the messages above)")
-    return 130 if interrupted else 0
+    source = Source(str(file), len(rows), skips, not_scored=len(rows) - len(records))
+    code = deliver_results(out, records, source, options.threshold, deliver, command="eval")
+    if skips:
+        out.error(f"faithtrace eval: {len(skips)} bad row(s) skipped (see the messages above)")
+    return 130 if interrupted else code

@@ -1,4 +1,5 @@
-"""The ``faithtrace`` command: ``eval`` a JSONL dataset, ``score`` one answer, run the local ``judge``."""
+"""The ``faithtrace`` command: ``eval`` a JSONL dataset, ``report`` on its results, ``score`` one answer, run
+the local ``judge``."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import argparse
 import asyncio
 import contextlib
 import json
+import sys
 import typing
 from pathlib import Path
 
 from faithtrace._common.errors import ConfigError, FaithtraceError, LocalJudgeError
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace._evaluate import get_judge
+from faithtrace.cli.deliver import Deliver, report_problem
+from faithtrace.cli.figures import DEFAULT_REPORT_ANSWERS, Gate
 from faithtrace.cli.output import Output
-from faithtrace.judge import Judge
+from faithtrace.judge import Judge, litellm_is_ours
 from faithtrace.scoring.detection import needs_judge
 from faithtrace.scoring.models import STATUS_TEXT, ClaimVerdict, FaithfulnessResult, IdkPolicy
 from faithtrace.scoring.pipeline import run_pipeline
@@ -38,6 +42,36 @@ def _non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return value
+
+
+def _add_results_args(p: argparse.ArgumentParser, *, report: bool) -> None:
+    """What to do with the results: the figures as JSON, the HTML report, the CI gate."""
+    if report:
+        p.add_argument("--report", type=Path, metavar="HTML", help="also write a self-contained HTML report")
+    p.add_argument(
+        "--report-answers",
+        type=_positive,
+        default=DEFAULT_REPORT_ANSWERS,
+        metavar="N",
+        help=f"answers the report lists, worst first (default {DEFAULT_REPORT_ANSWERS}; figures count all)",
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON (messages go to stderr)")
+    p.add_argument(
+        "--fail-under",
+        type=_threshold,
+        metavar="SCORE",
+        help="exit with status 1 when the mean score is under SCORE",
+    )
+    p.add_argument(
+        "--max-fail-rate",
+        type=_threshold,
+        metavar="RATE",
+        help="exit with status 1 when more than this share of the answers is labelled fail",
+    )
+
+
+def _gate(args: argparse.Namespace) -> Gate:
+    return Gate(fail_under=args.fail_under, max_fail_rate=args.max_fail_rate)
 
 
 def _add_scoring_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--limit", type=_positive, help="only the first N valid rows")
     ev.add_argument("--plain", action="store_true", help="plain text output (no progress bar)")
+    _add_results_args(ev, report=True)
     _add_scoring_args(ev)
+
+    rp = sub.add_parser("report", help="the HTML report, figures and gate of an eval's results file")
+    from faithtrace.cli.report_command import add_arguments as add_report_arguments
+
+    add_report_arguments(rp)
+    rp.add_argument(
+        "--threshold", type=_threshold, help="pass mark (default: the one the results were scored at)"
+    )
+    rp.add_argument("--plain", action="store_true", help="plain text output")
+    _add_results_args(rp, report=False)
 
     sc = sub.add_parser("score", help="score one answer and print its claims and verdicts")
     sc.add_argument("--question", default=None)
@@ -240,13 +285,23 @@ def _cmd_judge(args: argparse.Namespace, out: Output) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    out = Output(plain=getattr(args, "plain", False))
+    litellm_is_ours()  # this process is the command's: litellm's process-wide settings are ours to set
+    # With --json, stdout carries the JSON alone: the messages, tables and progress go to stderr.
+    as_json = getattr(args, "json", False) and args.command in ("eval", "report")
+    out = Output(sys.stderr if as_json else None, plain=getattr(args, "plain", False))
     try:
+        if args.command == "report":
+            from faithtrace.cli.report_command import run_report_command
+
+            return run_report_command(out, args, _gate(args))
         if args.command == "eval":
             from faithtrace.cli.eval_dataset import run_eval_command
 
             if not args.file.is_file():
                 out.error(f"faithtrace eval: cannot read {args.file}: no such file")
+                return 2
+            if args.report is not None and (problem := report_problem(args.report)) is not None:
+                out.error(f"faithtrace eval: {problem}")
                 return 2
             judge = _ready_judge(args, out)
             concurrency = args.concurrency or (1 if judge.settings.is_local else 4)
@@ -258,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                 options=_options(args),
                 concurrency=concurrency,
                 limit=args.limit,
+                deliver=Deliver(
+                    report=args.report, json=args.json, gate=_gate(args), report_answers=args.report_answers
+                ),
             )
         if args.command == "score":
             return _cmd_score(args, out)

@@ -57,6 +57,21 @@ class Confusion:
             return None
         return (self.tp / (self.tp + self.fn) + self.tn / (self.tn + self.fp)) / 2
 
+    @property
+    def precision(self) -> float | None:
+        """The share of the flagged answers that are hallucinated."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        """The share of the hallucinated answers that are flagged."""
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+    @property
+    def flagged_rate(self) -> float | None:
+        total = self.tp + self.fp + self.tn + self.fn
+        return (self.tp + self.fp) / total if total else None
+
 
 @dataclass
 class Summary:
@@ -102,8 +117,11 @@ def summarise(records: Sequence[Mapping[str, Any]], threshold: float) -> Summary
         [float(r["faithfulness"]) for r in records if r.get("faithfulness") is not None]
     )
     usage = [r.get("usage") or {} for r in records]
-    s.tokens_per_eval = _mean([float(u.get("input_tokens", 0) + u.get("output_tokens", 0)) for u in usage])
-    s.calls_per_eval = _mean([float(u.get("llm_calls", 0)) for u in usage])
+    # A count recorded as null (results not written by eval) is no tokens, not an error.
+    s.tokens_per_eval = _mean(
+        [float((u.get("input_tokens") or 0) + (u.get("output_tokens") or 0)) for u in usage]
+    )
+    s.calls_per_eval = _mean([float(u.get("llm_calls") or 0) for u in usage])
     costs = [u.get("cost_usd") for u in usage]
     known = [float(c) for c in costs if c is not None]
     s.cost_per_eval = _mean(known) if costs and len(known) == len(costs) else None

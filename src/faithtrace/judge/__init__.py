@@ -4,10 +4,10 @@ What scoring and the fleet use is exported here; the folders are the judges' own
 """
 
 from faithtrace._config.judge_settings import JudgeSettings, StructuredOutput
-from faithtrace.judge.llm import load_litellm
+from faithtrace.judge.llm import litellm_is_ours, load_litellm
 from faithtrace.judge.llm.calls import LLMCall
 from faithtrace.judge.llm.client import Judge, JudgeReply, OutputRejected
-from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs
+from faithtrace.judge.llm.reply import RETRYABLE, TokenLogprobs, price_per_token
 from faithtrace.judge.llm.request import Endpoint
 
 __all__ = [
@@ -20,5 +20,7 @@ __all__ = [
     "OutputRejected",
     "StructuredOutput",
     "TokenLogprobs",
+    "litellm_is_ours",
     "load_litellm",
+    "price_per_token",
 ]

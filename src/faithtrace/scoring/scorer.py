@@ -99,7 +99,7 @@ class Scorer:
 
     async def score(self, query: str | None, contexts: Sequence[str], answer: str) -> FaithfulnessResult:
         """The result of one evaluation; judge failures, timeouts and faithtrace bugs become error results
-        (the last also counted and, under pytest, raised)."""
+        (the last also counted and, in strict mode, raised)."""
         started = time.monotonic()
         try:
             failed = await self.warm_up()

@@ -2,10 +2,16 @@
 exported through the app that sent it.
 
 A finished item is remembered by (trace id, span id) in a bounded window (``dedupe_window``), and a re-sent
-item still running joins the running evaluation: the load balancer re-sends whole batches. An evaluation ends
-"ok", "retry" (a transient judge failure: rate limit, timeout, judge down; the Collector keeps the batch and
-sends it again), "failed" (its results could not be exported) or "stopped" (still running at shutdown's
-deadline: cancelled, and the sender is told to send it again).
+item still running joins the running evaluation: the load balancer re-sends whole batches. Across replicas
+the fleet's store does the same (fleet.py): checked before the judge, written once exported. An evaluation
+ends "ok", "retry" (a transient judge failure: rate limit, timeout, judge down; the Collector keeps the batch
+and sends it again), "budget" (no room in the judge budget yet: sent again after ``retry_after_s``), "failed"
+(its results could not be exported) or "stopped" (still running at shutdown's deadline: cancelled, and the
+sender is told to send it again).
+
+Metrics are recorded only once the evaluation's spans were exported and, with a store, only by the replica
+that recorded it first: an evaluation whose export failed (and is scored again on the re-sent request) or
+that another replica had exported already is not counted twice.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
 from faithtrace._telemetry import spans
-from faithtrace._telemetry.records import Job
+from faithtrace._telemetry.records import FunctionStats, Job, Reason
 from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer
 from faithtrace.serve.apps import Apps
-from faithtrace.serve.limits import Counters, Limits
+from faithtrace.serve.fleet import Fleet, Ticket
+from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.sources.conventions import RagItem, cut
 
 _TRANSIENT = RETRYABLE | {"local_judge_unavailable"}
@@ -44,6 +51,7 @@ class Evaluations:
         limits: Limits,
         counters: Counters,
         settled: Callable[[RagItem, str], None],
+        fleet: Fleet | None = None,
     ) -> None:
         self.settings = settings
         self.apps = apps
@@ -51,6 +59,8 @@ class Evaluations:
         self.counters = counters
         self.scoring = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         self._settled = settled
+        self.fleet = fleet or Fleet()
+        self.retry_after_s = 0.0  # the last "budget" outcome's wait
         self._sem: asyncio.Semaphore | None = None
         self._inflight: dict[tuple[int, int], asyncio.Future[str]] = {}
         self._done: collections.OrderedDict[tuple[int, int], None] = collections.OrderedDict()
@@ -102,6 +112,19 @@ class Evaluations:
         task.add_done_callback(finished)
         return future
 
+    def answer(self, outcomes: list[str]) -> None:
+        """Raise what a request whose evaluations ended so must be answered (nothing: acknowledge it)."""
+        if "stopped" in outcomes:
+            raise Unavailable("shutting down: the evaluation was stopped at the drain deadline")
+        if "retry" in outcomes:
+            raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
+        if "budget" in outcomes:
+            raise Saturated(
+                "no room in the judge budget yet", max(self.limits.retry_after_s, self.retry_after_s)
+            )
+        if "failed" in outcomes:
+            raise Unavailable("the results could not be exported")
+
     def _remember(self, ident: tuple[int, int]) -> None:
         self._done[ident] = None
         while len(self._done) > self.limits.dedupe_window:
@@ -123,19 +146,40 @@ class Evaluations:
             time.time_ns(),
             time.monotonic(),
         )
+        ident = (item.trace_id, item.span_id)
         async with self._sem:
+            ticket = await self.fleet.begin(
+                ident, len(item.query or "") + len(item.answer) + _chars(item.contexts)
+            )
+            if ticket.kind != "go":
+                return self._not_judged(ticket, stats)
             started_ns = time.time_ns()
+            # Cancelled (the drain's deadline) or failed here, the reservation stands: its calls are unknown.
             result = await self.scoring.score(job.query, job.contexts, job.answer)
         if _transient(result):
             self.counters.judge_retry += 1
+            await self.fleet.finish(ticket, ident, result, exported=False)
             return "retry"
         capture = self.settings.capture
         emitted = app.collect(lambda tracer: spans.emit_evaluation(tracer, job, result, started_ns, capture))
-        app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
-        if not await asyncio.to_thread(app.export, emitted):
+        exported = await asyncio.to_thread(app.export, emitted)
+        first = await self.fleet.finish(ticket, ident, result, exported)
+        if not exported:
             self.counters.export_failures += 1
             return "failed"
+        if first is not False:  # a duplicate another replica exported first is not counted twice
+            app.instruments.record_evaluation(stats, result, time.monotonic() - job.enqueued_at)
+            if first:  # recorded: nobody judges it again, so its counts are exported at once (apps.py)
+                app.flush_metrics()
         self.counters.scored += 1
+        return "ok"
+
+    def _not_judged(self, ticket: Ticket, stats: FunctionStats) -> str:
+        if ticket.kind == "wait":
+            self.retry_after_s = ticket.retry_after_s
+            return "budget"
+        if ticket.kind == "skip":  # the app's own budget counts a call it does not score so
+            stats.sampled_out[Reason.BUDGET] += 1
         return "ok"
 
     async def drain(self, timeout_s: float) -> None:
@@ -144,6 +188,10 @@ class Evaluations:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         for task in list(self._tasks):
             task.cancel()
+
+
+def _chars(contexts: tuple[str, ...] | list[str]) -> int:
+    return sum(len(c) for c in contexts)
 
 
 def _transient(result: FaithfulnessResult) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from faithtrace.serve.fleet import FLEET_GAUGES
 from faithtrace.serve.kafka import KAFKA_GAUGES
 from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_json, parse_protobuf
@@ -125,7 +126,7 @@ class OtlpHttpApp:
         return body
 
 
-_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"}) | KAFKA_GAUGES
+_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"}) | KAFKA_GAUGES | FLEET_GAUGES
 
 
 def prometheus_text(stats: dict[str, int]) -> str:

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from faithtrace._common.errors import ConfigError
 from faithtrace._config import options
 from faithtrace._config.judge_settings import JudgeSettings
-from faithtrace._config.settings import build_settings
+from faithtrace._config.settings import Settings, build_settings
 from faithtrace.sources.conventions import Convention
 
 if TYPE_CHECKING:
+    from faithtrace.serve.fleet import Fleet
     from faithtrace.serve.kafka import KafkaSettings
 
 logger = logging.getLogger("faithtrace")
@@ -88,6 +89,38 @@ def _kafka_settings(cfg: argparse.Namespace) -> KafkaSettings | None:
     )
 
 
+def _fleet(cfg: argparse.Namespace, settings: Settings, instance: str) -> Fleet:
+    """The judge budget (the serve options, else the app's sampling budgets) and the store it is shared in."""
+    from faithtrace.serve.budget import BudgetLimits
+    from faithtrace.serve.fleet import Fleet
+
+    sampling = settings.sampling
+    limits = BudgetLimits(
+        tokens_per_hour=cfg.max_tokens_per_hour or sampling.max_tokens_per_hour,
+        cost_usd_per_hour=cfg.max_cost_usd_per_hour or sampling.max_cost_usd_per_hour,
+        requests_per_minute=cfg.max_judge_requests_per_minute,
+        window_s=cfg.budget_window_s,
+        exhausted=cfg.budget_exhausted,
+        store_down=cfg.budget_store_down,
+    )
+    store = None
+    if cfg.redis:
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "faithtrace serve --redis needs its extra: pip install 'faithtrace[redis]'"
+            ) from None
+        from faithtrace.serve.store import RedisStore
+
+        name = cfg.fleet or (cfg.kafka_group if cfg.kafka else "faithtrace")
+        try:
+            store = RedisStore(cfg.redis, name, instance)
+        except ValueError as exc:
+            raise ConfigError(f"--redis {cfg.redis}: {exc}") from None
+    return Fleet(limits, store, scored_ttl_s=cfg.scored_ttl_s)
+
+
 class _Quiet:
     """uvicorn without its own signal handling (ours drains the scorer first)."""
 
@@ -145,7 +178,8 @@ async def serve(args: argparse.Namespace) -> int:
             target(cfg.replay_endpoint)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    scorer = Receiver(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping), spool)
+    fleet = _fleet(cfg, settings, instance)
+    scorer = Receiver(settings, Apps(instance_id=instance), limits, _conventions(cfg.mapping), spool, fleet)
 
     grpc, grpc_port = await grpc_server.start(scorer, cfg.host, cfg.grpc_port, cfg.max_request_bytes)
     config = uvicorn.Config(
@@ -188,6 +222,14 @@ async def serve(args: argparse.Namespace) -> int:
         problem = warming.result()
         if problem is not None:
             print(f"faithtrace serve: the judge did not start ({problem}); evaluations retry it", flush=True)
+        if fleet.budgeted and settings.judge.model:
+            from faithtrace.judge import load_litellm, price_per_token
+
+            model = settings.judge.model
+            fleet.estimator.price(await asyncio.to_thread(lambda: price_per_token(load_litellm(), model)))
+        fleet.start()
+        if fleet.active:
+            print(f"faithtrace serve: {fleet.describe()}", flush=True)
         info: dict[str, Any] = {"grpc_port": grpc_port, "http_port": http_port, "pid": os.getpid()}
         if cfg.ready_file:
             cfg.ready_file.write_text(json.dumps(info))
@@ -235,6 +277,7 @@ async def serve(args: argparse.Namespace) -> int:
     http.should_exit = True
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(http_task, 5)
+    await fleet.stop()
     if spool is not None:
         spool.close()
     print(f"faithtrace serve: stopped {json.dumps(scorer.stats())}", flush=True)

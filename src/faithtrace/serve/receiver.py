@@ -34,6 +34,7 @@ from faithtrace._config.settings import Settings
 from faithtrace.serve.admission import Admission
 from faithtrace.serve.apps import Apps
 from faithtrace.serve.evaluations import Evaluations, ResourceKey
+from faithtrace.serve.fleet import Fleet
 from faithtrace.serve.keeper import Keeper
 from faithtrace.serve.limits import Counters, Limits, Saturated, Unavailable
 from faithtrace.serve.otlp import Found, scan
@@ -58,6 +59,7 @@ class Receiver:
         limits: Limits,
         conventions: tuple[Convention, ...] = (),
         spool: Spool | None = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.settings = settings
         self.limits = limits
@@ -66,7 +68,8 @@ class Receiver:
         self.watched = watched_keys(self.conventions)
         self._markers = [key.encode() for key in self.watched]
         self.counters = Counters()
-        self.evaluations = Evaluations(settings, apps, limits, self.counters, self._settled)
+        self.evaluations = Evaluations(settings, apps, limits, self.counters, self._settled, fleet)
+        self.fleet = self.evaluations.fleet
         self.assembler = Assembler(
             settle_s=limits.settle_s,
             max_traces=limits.max_traces,
@@ -92,7 +95,7 @@ class Receiver:
         self.keeper.refeed = self._refeed
 
     def stats(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = self.fleet.stats()
         for source in self.stat_sources:
             extra.update(source())
         return {
@@ -220,13 +223,7 @@ class Receiver:
                 # had handed them over.
                 waits += [w for t, w in partial.items() if not self._root_missing(t, w)]
             if waits:
-                results = await asyncio.gather(*waits)
-                if "stopped" in results:
-                    raise Unavailable("shutting down: the evaluation was stopped at the drain deadline")
-                if "retry" in results:
-                    raise Saturated("the judge is unavailable or rate-limited", self.limits.retry_after_s)
-                if "failed" in results:
-                    raise Unavailable("the results could not be exported")
+                self.evaluations.answer(await asyncio.gather(*waits))
             if not whole:  # a Kafka message is committed only once its traces are whole: nothing to keep
                 self.keeper.keep(request, {v.trace_id for _, v in oi} | {t for t, _ in found.roots})
         finally:

@@ -51,11 +51,13 @@ class OpenInferenceProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         # Only spans of a trace already followed (a retriever has ended in it) are noted: the trace then
         # waits for them to end, so a stream read after its root span ended is scored once it is finished.
-        ctx = span.context
-        if ctx is None or not self._assembler.tracks(ctx.trace_id):
-            return
-        with safety.handle_internal_errors("following an OpenInference trace"), self._lock:
-            self._assembler.started(ctx.trace_id, ctx.span_id)
+        # Guarded whole: this runs inside the app's own start_span, which the SDK does not guard.
+        with safety.handle_internal_errors("following an OpenInference trace"):
+            ctx = span.context
+            if ctx is None or not self._assembler.tracks(ctx.trace_id):
+                return
+            with self._lock:
+                self._assembler.started(ctx.trace_id, ctx.span_id)
 
     def on_end(self, span: ReadableSpan) -> None:
         with safety.handle_internal_errors("assembling an OpenInference trace"):
@@ -166,17 +168,23 @@ class OpenInferenceProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Resolve every trace held so far (the app is flushing: whatever came is all that comes), except
         those waiting for a span still open (a stream being read): they resolve when it ends."""
-        with self._lock:
-            resolved = self._assembler.due(time.monotonic(), everything=True)
-        self._submit(resolved)
-        return True
+        # Guarded: this runs inside the app's own provider.force_flush(), which must not raise because of us.
+        with safety.handle_internal_errors("flushing OpenInference traces") as guard:
+            with self._lock:
+                resolved = self._assembler.due(time.monotonic(), everything=True)
+            self._submit(resolved)
+        return not guard.failed
 
     def shutdown(self) -> None:
-        with self._lock:
-            resolved = self._assembler.due(time.monotonic(), closing=True)
-        self._submit(resolved)
-        self._closed = True
-        self._wake.set()
+        try:
+            # Guarded: this runs inside the app's own provider.shutdown(), which must not raise because of us.
+            with safety.handle_internal_errors("closing OpenInference traces"):
+                with self._lock:
+                    resolved = self._assembler.due(time.monotonic(), closing=True)
+                self._submit(resolved)
+        finally:
+            self._closed = True
+            self._wake.set()
 
 
 _installed: weakref.WeakKeyDictionary[Any, OpenInferenceProcessor] = weakref.WeakKeyDictionary()

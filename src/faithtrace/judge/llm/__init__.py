@@ -2,5 +2,6 @@
 and the reading of its replies."""
 
 from faithtrace.judge.llm._litellm import load as load_litellm
+from faithtrace.judge.llm._litellm import own_process as litellm_is_ours
 
-__all__ = ["load_litellm"]
+__all__ = ["litellm_is_ours", "load_litellm"]

@@ -12,6 +12,11 @@ When the host has already imported litellm, its price map is whatever the host c
 and the variable is not set; litellm's lazy tokenizer import, which sets ``TIKTOKEN_CACHE_DIR``, is still done
 inside the restored window. When the host imports litellm after us, it gets the module we imported, with the
 bundled map unless its own environment said otherwise.
+
+litellm's module settings (``suppress_debug_info``, ``set_verbose``, ``drop_params``, its callback lists) are
+process-wide and, in the host's process, the host's: faithtrace never writes them there, and passes what it
+needs per request instead (``client.py``). Only faithtrace's own commands, whose process is theirs, quieten
+litellm's "Give Feedback / Get Help" banner (``own_process``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ _VAR = "LITELLM_LOCAL_MODEL_COST_MAP"
 _LITELLM_LOGGERS = ("LiteLLM", "litellm")
 _lock = threading.Lock()
 _ready = False
+_own_process = False
 
 
 def load() -> Any:
@@ -44,10 +50,18 @@ def load() -> Any:
                 _import_quietly()
                 _ready = True
     module: Any = sys.modules["litellm"]
-    # litellm prints a "Give Feedback / Get Help" banner to stdout on every failed call; our errors are
-    # reported in results and logs instead, and a CLI's stdout must stay clean.
-    module.suppress_debug_info = True
+    if _own_process:
+        # litellm prints a "Give Feedback / Get Help" banner to stdout on every failed call: a command's
+        # output (JSON, a report) must stay clean, and our errors are reported in results and logs instead.
+        module.suppress_debug_info = True
     return module
+
+
+def own_process() -> None:
+    """Say that this process is faithtrace's own (the ``faithtrace`` command): litellm's settings are then
+    ours to set. Never called in a host app's process, where they are the app's."""
+    global _own_process
+    _own_process = True
 
 
 def _import_quietly() -> None:

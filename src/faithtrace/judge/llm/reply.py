@@ -4,6 +4,7 @@ the parameters every request to the embedded judge carries."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from typing import Any
 
@@ -109,6 +110,18 @@ def cost(lm: Any, response: Any) -> float | None:
     return float(cost) if cost is not None else None
 
 
+def price_per_token(lm: Any, model: str) -> float | None:
+    """The model's dearer per-token price (input or output) in litellm's price map, or None if unknown: what
+    a budget reserves per expected token before the first reply says what an evaluation really costs."""
+    try:
+        info = lm.get_model_info(model)
+    except Exception:  # a model litellm has no price for
+        return None
+    prices = [info.get(k) for k in ("input_cost_per_token", "output_cost_per_token")]
+    known = [float(p) for p in prices if isinstance(p, int | float)]
+    return max(known) if known else None
+
+
 def parse_json(raw: str) -> Any:
     """Parse a reply, repairing what small models and truncation break (fences, trailing commas, cut-offs)."""
     text = raw.strip()
@@ -154,5 +167,12 @@ def short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+# Our own generator, never the ``random`` module's (an app's seeded sequence must not shift when a judge call
+# is retried); reseeded in a forked child so that workers do not back off in lockstep.
+_random = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_random.seed)
+
+
 def jitter() -> float:
-    return random.random()
+    return _random.random()
