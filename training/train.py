@@ -124,7 +124,9 @@ def token_probabilities(
 
 
 def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: float = 0.5) -> dict[str, Any]:
-    """Answer-level AUROC of the highest token probability, balanced accuracy at ``threshold``, token F1."""
+    """Answer-level AUROC of the highest token probability, balanced accuracy at ``threshold``, token F1.
+
+    A token is flagged when its probability reaches ``threshold``, as ``scoring.detector_threshold`` does."""
     if not data:
         return {"answers": 0}
     truth = [e.example.hallucinated for e in data]
@@ -132,7 +134,7 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
     tp = fp = fn = 0
     for e, p in zip(data, probs, strict=True):
         gold = np.array([label for label in e.labels if label != prep.IGNORE]) == HALLUCINATED_LABEL
-        pred = p > threshold
+        pred = p >= threshold
         tp += int((gold & pred).sum())
         fp += int((~gold & pred).sum())
         fn += int((gold & ~pred).sum())
@@ -140,7 +142,7 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
 
     confusion = metrics.Confusion()
     for hallucinated, score in zip(truth, top, strict=True):
-        confusion.add(hallucinated, score > threshold)
+        confusion.add(hallucinated, score >= threshold)
     area = metrics.auroc(top, truth)
     ba = confusion.balanced_accuracy
     return {
@@ -151,6 +153,39 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
         "token_f1": None if math.isnan(f1) else round(f1, 4),
         "threshold": threshold,
     }
+
+
+def choose_threshold(data: Sequence[Encoded], probs: Sequence[np.ndarray]) -> float:
+    """The answer-level threshold on the highest token probability with the best balanced accuracy on ``data``
+    (an answer is flagged when its highest probability reaches the threshold)."""
+    truth = [e.example.hallucinated for e in data]
+    top = sorted({float(p.max()) for p in probs})
+    best, best_ba = 0.5, -1.0
+    for threshold in top:
+        confusion = metrics.Confusion()
+        for hallucinated, p in zip(truth, probs, strict=True):
+            confusion.add(hallucinated, float(p.max()) >= threshold)
+        ba = confusion.balanced_accuracy or 0.0
+        if ba > best_ba:
+            best, best_ba = threshold, ba
+    return round(best, 6)
+
+
+def write_scores(path: Path, parts: dict[str, list[Encoded]], probs: dict[str, list[np.ndarray]]) -> None:
+    """One line per answer: its part, id, origin, label and highest token probability, for comparisons with
+    other judges on the same rows (benchmarks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for name, part in parts.items():
+            for e, p in zip(part, probs[name], strict=True):
+                row = {
+                    "part": name,
+                    "id": e.example.id,
+                    "origin": e.example.origin,
+                    "hallucinated": e.example.hallucinated,
+                    "risk": round(float(p.max()), 6),
+                }
+                f.write(json.dumps(row) + "\n")
 
 
 def torch_prob_fn(model: torch.nn.Module, device: torch.device, bf16: bool) -> ProbFn:
@@ -611,9 +646,20 @@ def run_finish(args: argparse.Namespace) -> None:
 
     shipped = onnx_prob_fn(int8_path)
     results = {}
+    probs = {}
     for name, part in eval_data.items():
-        results[name] = figures(part, token_probabilities(shipped, part, pad_id, args.eval_batch))
+        probs[name] = token_probabilities(shipped, part, pad_id, args.eval_batch)
+        results[name] = figures(part, probs[name])
+    # The answer-level threshold a user would set (scoring.detector_threshold: an answer fails when any token
+    # reaches it) is chosen on validation alone; every part is also reported at it.
+    chosen = choose_threshold(eval_data["validation"], probs["validation"])
+    for name, part in eval_data.items():
+        at = figures(part, probs[name], chosen)
+        results[name]["validation_threshold"] = chosen
+        results[name]["balanced_accuracy_at_validation_threshold"] = at["balanced_accuracy"]
         log(f"int8 ONNX on {name}: {json.dumps(results[name])}")
+    if args.scores is not None:
+        write_scores(args.scores, eval_data, probs)
 
     plain = Tokenizer.from_file(str(args.base / "tokenizer.json"))
     plain.no_padding()
@@ -692,7 +738,8 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
         f = meta["figures"].get(name, {})
         return (
             f"| {name} | {f.get('answers', 0)} | {f.get('hallucinated', 0)} | {f.get('auroc')} | "
-            f"{f.get('balanced_accuracy')} | {f.get('token_f1')} |"
+            f"{f.get('balanced_accuracy')} | {f.get('balanced_accuracy_at_validation_threshold')} | "
+            f"{f.get('token_f1')} |"
         )
 
     t = meta["training"]
@@ -718,6 +765,7 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
         "trained_layers": _trained_layers(t),
         "device": f"{t['device_name']}, {t['precision']}, {t['train_seconds']} s",
         "figure_rows": "\n".join(row(n) for n in ("validation", "heldout", "dev", "heldout_synthetic")),
+        "validation_threshold": str(meta["figures"].get("validation", {}).get("validation_threshold")),
         "created": meta["created"],
     }
 
@@ -726,8 +774,9 @@ def _trained_layers(training: dict[str, Any]) -> str:
     frozen = training.get("freeze_below") or 0
     if not frozen:
         return "every weight (full fine-tuning)."
+    kept = "layer 0" if frozen == 1 else f"layers 0-{frozen - 1}"
     return (
-        f"**partially fine-tuned**: the embeddings and layers 0-{frozen - 1} keep the base model's weights; "
+        f"**partially fine-tuned**: the embeddings and {kept} keep the base model's weights; "
         f"only layers {frozen} and above and the token head were trained "
         f"({training['trained_parameters'] / 1e6:.1f}M weights), on a CPU from the frozen layers' outputs "
         "computed once (training/cached.py). A fully fine-tuned model is expected to do better."
@@ -779,6 +828,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--int8-tolerance", type=float, default=0.25)
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--keep-work", action="store_true", help="keep the fp32 ONNX file in OUT/.work")
+    p.add_argument(
+        "--scores",
+        type=Path,
+        help="finish: write each evaluated answer's highest int8 probability here (JSONL)",
+    )
     p.add_argument(
         "--freeze-below",
         type=int,
