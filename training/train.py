@@ -168,7 +168,7 @@ def choose_threshold(data: Sequence[Encoded], probs: Sequence[np.ndarray]) -> fl
         ba = confusion.balanced_accuracy or 0.0
         if ba > best_ba:
             best, best_ba = threshold, ba
-    return round(best, 6)
+    return best
 
 
 def write_scores(path: Path, parts: dict[str, list[Encoded]], probs: dict[str, list[np.ndarray]]) -> None:
@@ -183,7 +183,7 @@ def write_scores(path: Path, parts: dict[str, list[Encoded]], probs: dict[str, l
                     "id": e.example.id,
                     "origin": e.example.origin,
                     "hallucinated": e.example.hallucinated,
-                    "risk": round(float(p.max()), 6),
+                    "risk": float(p.max()),
                 }
                 f.write(json.dumps(row) + "\n")
 
@@ -765,9 +765,14 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
         "trained_layers": _trained_layers(t),
         "device": f"{t['device_name']}, {t['precision']}, {t['train_seconds']} s",
         "figure_rows": "\n".join(row(n) for n in ("validation", "heldout", "dev", "heldout_synthetic")),
-        "validation_threshold": str(meta["figures"].get("validation", {}).get("validation_threshold")),
+        "validation_threshold": _threshold_text(meta["figures"].get("validation", {})),
         "created": meta["created"],
     }
+
+
+def _threshold_text(validation: dict[str, Any]) -> str:
+    chosen = validation.get("validation_threshold")
+    return "not chosen" if chosen is None else f"{chosen:.4f}"
 
 
 def _trained_layers(training: dict[str, Any]) -> str:
