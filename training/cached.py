@@ -257,8 +257,11 @@ class CachedRoute:
             positions[r, b - a :] = a  # padding rows: any real position, their labels are ignored
             labels[r, : b - a] = torch.tensor(e.labels[a:b])
         additive = _additive_mask(mask, hidden.dtype)
-        bias = self.encoder.compute_position_bias(hidden)
         layers = self.encoder.layer
+        whole_layers = [*layers[self.level : len(layers) - 1]]
+        # The position bias of every token pair ([batch, heads, tokens, tokens]) costs about a fifth of a step
+        # when only the last layer trains, which computes its own for the answer's rows.
+        bias = self.encoder.compute_position_bias(hidden) if whole_layers else None
         with torch.no_grad():
             for layer in layers[self.level : self.freeze_below]:
                 # Frozen layers without dropout, as the cached ones below them were computed.
