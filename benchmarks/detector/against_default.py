@@ -65,9 +65,11 @@ def _figures(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _default_records(path: Path, labels: dict[str, str]) -> tuple[list[str], list[dict[str, Any]], str]:
+def _default_records(
+    path: Path, labels: dict[str, str]
+) -> tuple[list[str], list[dict[str, Any]], dict[str, Any]]:
     """Today's default's rows from an accuracy.py result and its per-row file: the ids it finished, in order,
-    and their records (risk, decision) as accuracy.py computes them."""
+    their records (risk, decision) as accuracy.py computes them, and how that run was made."""
     doc = json.loads(path.read_text())
     rows_file = path.with_name(path.stem + "_rows.jsonl")
     if not rows_file.exists():
@@ -79,8 +81,9 @@ def _default_records(path: Path, labels: dict[str, str]) -> tuple[list[str], lis
             if rec.get("system") == "faithtrace":
                 kept[rec["id"]] = rec  # the per-row file is appended to: the last record of a row counts
     ids = [i for i in doc["row_ids"] if i in kept]
-    rule = str(doc["systems"]["faithtrace"].get("decision_rule"))
-    return ids, [accuracy.faithtrace_record(kept[i], labels[i]) for i in ids], rule
+    run = {k: doc.get(k) for k in ("command", "date", "machine", "judge", "subset")}
+    run["decision_rule"] = doc["systems"]["faithtrace"].get("decision_rule")
+    return ids, [accuracy.faithtrace_record(kept[i], labels[i]) for i in ids], run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     paired_rows = []
     for spec in args.default:
         part, _, file = spec.partition("=")
-        ids, default_recs, rule = _default_records(Path(file), labels)
+        ids, default_recs, default_run = _default_records(Path(file), labels)
         by_id = {r["id"]: r for r in by_part.get(part, [])}
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -157,13 +160,19 @@ def main(argv: list[str] | None = None) -> int:
         truth = [bool(by_id[i]["hallucinated"]) for i in ids]
         same = {
             "rows": len(ids),
-            "default_decision_rule": rule,
+            "default_run": default_run,
             "detector": _figures(mine),
             "default": _figures(theirs),
             "length rule": _figures(length),
             "detector_vs_default": metrics.paired_bootstrap(truth, mine, theirs),
             "detector_vs_length_rule": metrics.paired_bootstrap(truth, mine, length),
             "default_file": file,
+            # Each row's [id, hallucinated, detector risk, default risk, default decision]: the result stands
+            # on its own when the default's files are not kept beside it.
+            "per_row": [
+                [i, t, round(float(m["risk"]), 6), round(float(d["risk"]), 6), bool(d["predicted"])]
+                for i, t, m, d in zip(ids, truth, mine, theirs, strict=True)
+            ],
         }
         parts.setdefault(part, {})["same_rows_as_default"] = same
         diff = round(same["detector"]["auroc"] - same["default"]["auroc"], 4)
