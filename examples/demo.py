@@ -6,7 +6,8 @@ What happens:
    Each request returns at once: scoring happens later, in faithtrace's background worker.
 3. faithtrace scores each answer with its judge (the embedded local judge unless FAITHTRACE_JUDGE_MODEL names
    a litellm model) and records the result as spans and span events.
-4. We print what was exported: the evaluation spans and their events, read back from an in-memory exporter.
+4. We print what was exported: each RAG span with its evaluation's events, read back from an in-memory
+   exporter.
    With OTEL_EXPORTER_OTLP_ENDPOINT set, the same spans also go to your collector (Jaeger, Phoenix, ...).
 
 5. We write an HTML report of the evaluations (faithtrace's `eval` report) and print where it is.
@@ -216,14 +217,15 @@ def main(argv: list[str] | None = None) -> int:
         provider.add_span_processor(BatchSpanProcessor(otlp))
     # The judge comes from the environment: FAITHTRACE_JUDGE_MODEL etc., or the embedded local judge. The
     # local judge answers one request at a time, so evaluations run one by one, with generous time limits: on
-    # a busy 2-core machine one request can wait minutes for the CPU.
+    # a busy 2-core machine one request can wait minutes for the CPU. The questions all arrive at once, so the
+    # last ones' RAG spans are held that long too, for their evaluations to be on them.
     if judge_model:
         faithtrace.configure(tracer_provider=provider)
     else:
         faithtrace.configure(
             tracer_provider=provider,
             judge=faithtrace.JudgeSettings(timeout_s=300),
-            worker=faithtrace.WorkerOptions(evaluation_timeout_s=900),
+            worker=faithtrace.WorkerOptions(evaluation_timeout_s=900, hold_timeout_s=900),
         )
 
     found: dict[int, EvaluationView] = {}

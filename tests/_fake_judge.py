@@ -23,6 +23,15 @@ from faithtrace import JudgeSettings
 
 MODEL = "openai/fake-judge"
 REASON_TEXT = "Some statements in the answer are not backed by the documents."
+# A passage, a question and two answers this judge tells apart: the failing one's second claim says "never"
+# ("no"); the passing one is a passage sentence word for word (proven in code, no judge request).
+WARRANTY_CONTEXTS = [
+    "Every Voltaro frame has a 5-year warranty. "
+    "Batteries are covered for 2 years or 500 charge cycles, whichever comes first.",
+]
+WARRANTY_QUESTION = "How long is the warranty?"
+FAILING_ANSWER = "Every Voltaro frame has a 5-year warranty. Batteries are never covered by the warranty."
+PASSING_ANSWER = "Every Voltaro frame has a 5-year warranty."
 
 
 def _tagged(text: str, tag: str) -> str:
@@ -75,6 +84,7 @@ class FakeJudge:
         self.largest = 0  # ... and the most one reply reported
         self.mode = "ok"  # ok | status | hang | garbage
         self.status = 500
+        self.delay_s = 0.0  # how long each reply takes: a judge slower than the requests it scores
         self.failing = 0  # the next requests answered with `status` before the mode applies again
         self.release = threading.Event()
         self.lock = threading.Lock()
@@ -117,6 +127,8 @@ class FakeJudge:
             self.requests.append(body)
             n = len(self.requests)
             failing, self.failing = self.failing > 0, max(0, self.failing - 1)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         if self.mode == "status" or failing:
             return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
         if self.mode == "hang":

@@ -732,6 +732,14 @@ def read_spans(path: Path) -> list[dict[str, Any]]:
     return spans
 
 
+def rag_of(evaluation: dict[str, Any]) -> tuple[str, str]:
+    """(trace ID, span ID) of the RAG span an evaluation span scores: the span it links to (the fleet puts
+    evaluations in a trace of their own), else its parent (placement child)."""
+    for link in evaluation.get("links", []):
+        return link["traceId"], link["spanId"]
+    return evaluation["traceId"], evaluation.get("parentSpanId", "")
+
+
 def evaluations_per_trace(spans: list[dict[str, Any]], evaluation_span: str) -> dict[str, int]:
     """How many evaluation spans each trace got (by its own trace ID or by a link to the scored span)."""
     counts: dict[str, int] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _fleet_fixtures import Fleet, Proc, kit_collector_stop, read_spans
+from _fleet_fixtures import Fleet, Proc, kit_collector_stop, rag_of, read_spans
 from faithtrace._telemetry import names
 
 APP = Path(__file__).resolve().parent / "_oi_fleet_app.py"
@@ -127,7 +127,8 @@ def _read(path: Path) -> tuple[dict[str, list[tuple[str, str]]], frozenset[tuple
     for span in spans:
         if span.get("name") == names.EVALUATION_SPAN:
             judged = str(span["attributes"].get(names.INPUT_VALUE, ""))
-            out.setdefault(span["traceId"], []).append((span.get("parentSpanId", ""), judged))
+            trace_id, span_id = rag_of(span)
+            out.setdefault(trace_id, []).append((span_id, judged))
     return out, frozenset((s["traceId"], s["spanId"]) for s in spans)
 
 

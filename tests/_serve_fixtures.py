@@ -43,6 +43,8 @@ class Sink(trace_service_pb2_grpc.TraceServiceServicer):
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def evaluations(self) -> list[tuple[dict[str, Any], Any]]:
+        """The evaluation spans received (with their resources). Each is in a trace of its own, linked to
+        the RAG span it scores (``scored``)."""
         with self.lock:
             return [(r, s) for r, s in self.spans if s.name == "evaluate faithfulness"]
 
@@ -54,6 +56,12 @@ class Sink(trace_service_pb2_grpc.TraceServiceServicer):
                 return found
             time.sleep(0.05)
         return self.evaluations()
+
+
+def scored(evaluation: Any) -> tuple[int, int]:
+    """(trace ID, span ID) of the RAG span an evaluation span (OTLP protobuf) scores: the span it links to."""
+    (link,) = evaluation.links
+    return int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id, "big")
 
 
 class MetricSink(metrics_service_pb2_grpc.MetricsServiceServicer):
@@ -76,8 +84,9 @@ class MetricSink(metrics_service_pb2_grpc.MetricsServiceServicer):
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
 
-@pytest.fixture
-def sink() -> Iterator[Sink]:
+@contextlib.contextmanager
+def running_sink() -> Iterator[Sink]:
+    """A Sink served over OTLP/gRPC on 127.0.0.1 for the duration of the block (benchmarks use it too)."""
     s = Sink()
     s.metrics = MetricSink()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -89,6 +98,12 @@ def sink() -> Iterator[Sink]:
         yield s
     finally:
         server.stop(0)
+
+
+@pytest.fixture
+def sink() -> Iterator[Sink]:
+    with running_sink() as s:
+        yield s
 
 
 class Serve:

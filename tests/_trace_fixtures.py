@@ -35,7 +35,27 @@ def ft(faithtrace_exporter: FaithtraceCapture, fake_judge: FakeJudge) -> Faithtr
 
 
 def evaluation_of(ft: FaithtraceCapture, rag_span: Any) -> Any:
-    found = [s for s in ft.evaluation_spans() if s.parent and s.parent.span_id == rag_span.context.span_id]
+    """The span carrying ``rag_span``'s evaluation: the RAG span itself (placement ``rag_span``, the default),
+    or the evaluation span linked to it (``child``, ``linked``)."""
+    rag_id = rag_span.context.span_id
+    found = [
+        s
+        for s in ft.evaluation_spans()
+        if s.context.span_id == rag_id or any(link.context.span_id == rag_id for link in s.links)
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def judge_root_of(ft: FaithtraceCapture, rag_span: Any) -> Any:
+    """The ``evaluate faithfulness`` span heading the trace of the judge's calls for ``rag_span`` (placement
+    ``rag_span``): a root of its own, linked to the RAG span."""
+    rag_id = rag_span.context.span_id
+    found = [
+        s
+        for s in ft.spans("evaluate faithfulness")
+        if s.parent is None and any(link.context.span_id == rag_id for link in s.links)
+    ]
     assert len(found) == 1, found
     return found[0]
 

@@ -56,17 +56,25 @@ def test_rule_has_for_labels_and_next_steps(alert: str) -> None:
     annotations = rule["annotations"]
     assert "{{ $labels.faithtrace_function }}" in annotations["summary"]
     assert len(annotations["description"]) > 80, "the description says what to look at next"
-    links = [v for k, v in annotations.items() if k.startswith("jaeger_")]
-    assert len(links) == 1
-    url = urlparse(links[0].replace("{{ ", "").replace(" }}", ""))
-    query = parse_qs(url.query)
-    assert url.path == "/search"
-    assert query["service"] == ["$labels.job | urlquery"]
-    tags = unquote(query["tags"][0])
-    assert f'"{names.FUNCTION}":"$labels.faithtrace_function | urlquery"' in tags
-    if alert in QUALITY_ALERTS:
-        assert query["operation"] == [names.EVALUATION_SPAN]
-        assert f'"{names.GEN_AI_EVALUATION_SCORE_LABEL}":"{names.LABEL_FAIL}"' in tags
+    links = {k: v for k, v in annotations.items() if k.startswith("jaeger_")}
+    # A quality alert links to the failing requests (their RAG spans carry the label) and to the failing
+    # evaluations filed in traces of their own under "<service>-faithtrace" (faithtrace serve, linked, late).
+    want = {"jaeger_failing_traces", "jaeger_failing_evaluations"} if alert in QUALITY_ALERTS else None
+    assert len(links) == (2 if want else 1)
+    if want:
+        assert set(links) == want
+    for key, link in links.items():
+        url = urlparse(link.replace("{{ ", "").replace(" }}", ""))
+        query = parse_qs(url.query)
+        assert url.path == "/search"
+        tags = unquote(query["tags"][0])
+        assert f'"{names.FUNCTION}":"$labels.faithtrace_function | urlquery"' in tags
+        own = key in ("jaeger_failing_evaluations", "jaeger_failed_evaluations")
+        suffix = names.OWN_TRACES_SUFFIX if own else ""
+        assert query["service"] == ["$labels.job | urlquery" + suffix]
+        assert query.get("operation") == ([names.EVALUATION_SPAN] if own else None)
+        if alert in QUALITY_ALERTS:
+            assert f'"{names.GEN_AI_EVALUATION_SCORE_LABEL}":"{names.LABEL_FAIL}"' in tags
 
 
 def prom_label(attribute: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from _fake_judge import MODEL, fake_judge  # noqa: F401  (fixture)
-from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, point  # noqa: F401
+from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, judge_root_of, point  # noqa: F401
 from faithtrace import CaptureOptions, trace_faithfulness
 from faithtrace._config.settings import build_settings
 from faithtrace._telemetry import annotations
@@ -103,6 +103,8 @@ def test_a_scored_call_writes_one_faithfulness_annotation_on_its_rag_span(
     assert ft.flush()  # flush() waits for the annotation too
     (rag,) = ft.spans("support-bot")
     (evaluation,) = ft.evaluation_spans()
+    assert evaluation is rag  # the evaluation is on the RAG span; the judge's calls in a trace of their own
+    judge = judge_root_of(ft, rag)
     bodies = {b["path"]: b for b in receiver.bodies}
     assert sorted(bodies) == ["/v1/span_annotations", "/v1/trace_annotations"]  # no ?sync: Phoenix holds an
     assert {b["auth"] for b in receiver.bodies} == {"Bearer phx-test-key"}  # early one until its span lands
@@ -122,8 +124,8 @@ def test_a_scored_call_writes_one_faithfulness_annotation_on_its_rag_span(
         "unverifiable": 1,
         "unjudged": 0,
         "judge_model": MODEL,
-        "evaluation_span_id": f"{evaluation.context.span_id:016x}",
-        "evaluation_trace_id": f"{evaluation.context.trace_id:032x}",
+        "evaluation_span_id": f"{judge.context.span_id:016x}",
+        "evaluation_trace_id": f"{judge.context.trace_id:032x}",
     }
     # The same on the trace (Phoenix charts trace annotations), one per RAG span of the trace.
     (on_trace,) = bodies["/v1/trace_annotations"]["data"]
@@ -327,7 +329,7 @@ def test_the_queue_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_settings_for_annotations_and_placement() -> None:
     s = build_settings(environ={})
-    assert (s.annotations, s.evaluation_placement) == (None, "child")
+    assert (s.annotations, s.evaluation_placement) == (None, "rag_span")
     assert s.phoenix_endpoint == "http://127.0.0.1:6006"
     env = {
         "FAITHTRACE_ANNOTATIONS": "phoenix",

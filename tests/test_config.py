@@ -28,8 +28,8 @@ def test_defaults() -> None:
     assert s.scoring == ScoringOptions()
     assert s.sampling == SamplingOptions()
     assert s.capture.content is True
-    # The embedded judge serves one request at a time on the CPU: one evaluation at a time, long timeout.
-    assert s.worker == WorkerOptions(evaluation_timeout_s=900.0)
+    # The embedded judge serves one request at a time on the CPU: one evaluation at a time, long timeouts.
+    assert s.worker == WorkerOptions(evaluation_timeout_s=900.0, hold_timeout_s=45.0)
     assert s.concurrency == 1
     remote = build_settings(environ={"FAITHTRACE_JUDGE_MODEL": "openai/gpt-4o-mini"})
     assert remote.worker == WorkerOptions()

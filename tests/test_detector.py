@@ -222,9 +222,10 @@ def test_the_oracle_judge_still_decides_every_probe_with_a_detector_beside_it(fa
 # --- telemetry and the CLI ------------------------------------------------------------------------------
 @pytest.mark.parametrize("content", [True, False])
 def test_flagged_spans_are_on_the_claim_events(faithtrace_exporter: FaithtraceCapture, content: bool) -> None:
-    faithtrace_exporter.configure(
+    faithtrace_exporter.configure(  # child: the evaluation span's output.value JSON is read below
         scoring=_options(verdict_source="detector", **ALL_FLAGGED),
         capture=faithtrace.CaptureOptions(content=content),
+        evaluation_placement="child",
     )
 
     @trace_faithfulness(name="support-bot")
@@ -240,7 +241,7 @@ def test_flagged_spans_are_on_the_claim_events(faithtrace_exporter: FaithtraceCa
     assert attrs[n.EVAL_DETECTOR_SPANS] >= 1
     assert 0.0 <= attrs[n.EVAL_DETECTOR_MAX_P] <= 1.0
     assert attrs[n.EVAL_LLM_CALLS] == 0
-    claims = [e for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    claims = [e for e in evaluation.events if n.is_claim_event(e.name)]
     assert len(claims) == 3
     for event in claims:
         ev = dict(event.attributes or {})

@@ -137,6 +137,7 @@ def test_service_rejects_bad_requests_without_scoring(
     assert faithtrace.flush(timeout=10)
     assert _spans(exporter, "support-bot") == []
     assert _spans(exporter, n.EVALUATION_SPAN) == []
+    assert traced.evaluation_spans() == []
     assert fake_judge.requests == []
 
 

@@ -104,12 +104,14 @@ def test_every_rag_trace_comes_back_scored_through_three_replicas(
         assert 0.0 <= attributes[names.GEN_AI_EVALUATION_SCORE_VALUE] <= 1.0
         assert attributes[names.GEN_AI_EVALUATION_SCORE_LABEL] in {names.LABEL_PASS, names.LABEL_FAIL}
         assert attributes[names.FUNCTION] == FUNCTION
-        assert any(e["name"] == names.CLAIM_EVENT for e in evaluation["events"])
+        assert any(names.is_claim_event(e["name"]) for e in evaluation["events"])
         # A child of the app's RAG span (same trace) or linked to it.
         parent = (evaluation["traceId"], evaluation.get("parentSpanId", ""))
         linked = {(link["traceId"], link["spanId"]) for link in evaluation.get("links", [])}
         rag_spans = {(t, s) for t, s in expected.items()}
         assert parent in rag_spans or linked & rag_spans, evaluation
+    # The evaluations are filed under the app's service name suffixed, apart from the app's own spans.
+    assert {s["resource"].get("service.name") for s in evaluations} == {APP_SERVICE + names.OWN_TRACES_SUFFIX}
     # The app's own spans reached the trace backend too, RAG and plain alike, under the app's service name.
     app_spans = [s for s in run.spans if s["resource"].get("service.name") == APP_SERVICE]
     assert {(s["traceId"], s["spanId"]) for s in app_spans} >= set(expected.items())

@@ -31,6 +31,7 @@ from _fleet_fixtures import (
     app_traces,
     collect,
     otelcol_binary,
+    rag_of,
     read_spans,
     serve_available,
     start_app,
@@ -121,11 +122,11 @@ def check(group: KafkaFleet, apps: Apps, label: str, record_property: Any) -> Ru
         f"{group.logs()}"
     )
     for evaluation in (s for s in run.spans if s["name"] == names.EVALUATION_SPAN):
-        trace_id = evaluation["traceId"]
+        trace_id, scored_span = rag_of(evaluation)
         assert trace_id in expected, f"an evaluation of a trace no app made: {evaluation['attributes']}"
         span_id, answer = expected[trace_id]
         attributes = evaluation["attributes"]
-        assert evaluation.get("parentSpanId") == span_id, (label, attributes.get(names.FUNCTION))
+        assert scored_span == span_id, (label, attributes.get(names.FUNCTION))
         assert attributes[names.EVAL_OUTCOME] == "scored"
         if answer is not None:
             assert attributes[names.INPUT_VALUE] == answer

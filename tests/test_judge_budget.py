@@ -101,7 +101,11 @@ def test_the_budget_comes_from_the_environment_and_its_count_is_on_the_span(
 ) -> None:
     monkeypatch.setenv("FAITHTRACE_JUDGE_TOKEN_BUDGET", "600")
     fake_judge.on("verdicts", _truthful)
-    ft.configure(judge=fake_judge.settings(), scoring=ScoringOptions.from_env(prove_support=False))
+    ft.configure(  # child: the evaluation span's output.value JSON is read below
+        judge=fake_judge.settings(),
+        scoring=ScoringOptions.from_env(prove_support=False),
+        evaluation_placement="child",
+    )
 
     @trace_faithfulness
     def answer(question: str, contexts: list[str]) -> str:
@@ -111,7 +115,7 @@ def test_the_budget_comes_from_the_environment_and_its_count_is_on_the_span(
     assert ft.flush()
     (evaluation,) = ft.evaluation_spans()
     attrs = dict(evaluation.attributes or {})
-    claim_events = [e for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    claim_events = [e for e in evaluation.events if n.is_claim_event(e.name)]
     assert attrs[n.EVAL_CLAIMS_UNJUDGED] == 15 - len(_asked(fake_judge)) >= 1
     assert attrs[n.EVAL_CLAIMS_TOTAL] == len(claim_events) == len(_asked(fake_judge))
     assert json.loads(str(attrs[n.OUTPUT_VALUE]))["claims_unjudged"] == attrs[n.EVAL_CLAIMS_UNJUDGED]

@@ -193,7 +193,8 @@ _ENDS = ("end", "end_span")  # span.end(), or host_spans.end_span(span): the gua
 
 
 def test_only_the_pending_span_ends_a_rag_span() -> None:
-    """The request path, the runtime and the worker hand the span around; ``PendingSpan`` alone ends it."""
+    """The request path, the runtime and the worker hand the span around; ``PendingSpan`` alone ends it (and
+    ``end_held``, beside it, a span held for its evaluation)."""
     for module in (
         "_request.decorator",
         "_request.streams",
@@ -202,6 +203,7 @@ def test_only_the_pending_span_ends_a_rag_span() -> None:
         "_runtime.runtime",
         "_runtime.lifecycle",
         "_runtime.worker",
+        "_runtime.held_spans",
     ):
         tree = ast.parse(MODULES[f"faithtrace.{module}"].read_text(encoding="utf-8"))
         ends = [
@@ -220,4 +222,4 @@ def test_only_the_pending_span_ends_a_rag_span() -> None:
             for n in ast.walk(fn)
         )
     }
-    assert owners == {"fail", "drop", "finish"}
+    assert owners == {"fail", "drop", "finish", "end_held"}

@@ -86,16 +86,30 @@ def _events(span: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 
 def _complete(spans: list[dict[str, Any]]) -> bool:
-    names = [s["name"] for s in spans]
-    return "support-bot" in names and n.EVALUATION_SPAN in names and any(x.startswith("chat ") for x in names)
+    """The RAG span is in, with its evaluation (it is exported once scored)."""
+    return any(s["name"] == "support-bot" and _events(s, n.GEN_AI_EVALUATION_RESULT_EVENT) for s in spans)
+
+
+def _judge_spans(phoenix: PhoenixServer, project: str) -> list[dict[str, Any]]:
+    """The judge's trace: its own project, "<project>-faithtrace", apart from the app's spans."""
+
+    def complete(spans: list[dict[str, Any]]) -> bool:
+        names = [s["name"] for s in spans]
+        return n.EVALUATION_SPAN in names and any(x.startswith("chat ") for x in names)
+
+    return phoenix.wait_for_spans(project + n.OWN_TRACES_SUFFIX, complete)
 
 
 def _check_trace(
-    spans: list[dict[str, Any]], *, question: str, contexts: list[str], claims: list[str], verdicts: list[str]
+    spans: list[dict[str, Any]],
+    judge_spans: list[dict[str, Any]],
+    *,
+    question: str,
+    contexts: list[str],
+    claims: list[str],
+    verdicts: list[str],
 ) -> None:
     rag = _one(spans, "support-bot")
-    evaluation = _one(spans, n.EVALUATION_SPAN)
-    trace_id = rag["context"]["trace_id"]
     yes, no, idk = (verdicts.count(v) for v in ("yes", "no", "idk"))
     score = yes / len(verdicts)
     label = n.LABEL_PASS if score >= 0.7 else n.LABEL_FAIL
@@ -106,20 +120,20 @@ def _check_trace(
     for i, context in enumerate(contexts):
         assert rag["attributes"][n.RETRIEVAL_DOCUMENT_CONTENT.format(index=i)] == context
 
-    # The evaluation span: a child of the RAG span in the same trace, with searchable attributes.
-    assert evaluation["context"]["trace_id"] == trace_id
-    assert evaluation["parent_id"] == rag["context"]["span_id"]
-    attrs = evaluation["attributes"]
+    # ... and its evaluation, as searchable attributes. Nothing of the evaluation is in the request's trace
+    # but this span (and its documents' record).
+    assert not [s for s in spans if s["name"] == n.EVALUATION_SPAN or s["name"].startswith("chat ")]
+    attrs = rag["attributes"]
     assert attrs[n.EVAL_OUTCOME] == "scored"
     assert attrs[n.GEN_AI_EVALUATION_SCORE_VALUE] == pytest.approx(score)
     assert attrs[n.GEN_AI_EVALUATION_SCORE_LABEL] == label
     assert attrs[n.EVAL_CLAIMS_TOTAL] == len(claims)
     assert (attrs[n.EVAL_CLAIMS_YES], attrs[n.EVAL_CLAIMS_NO], attrs[n.EVAL_CLAIMS_IDK]) == (yes, no, idk)
     assert attrs[n.JUDGE_MODEL] == MODEL
-    assert evaluation["status_code"] != "ERROR"
+    assert rag["status_code"] != "ERROR"
 
     # The GenAI evaluation result event, exactly as the semantic conventions name it.
-    (result,) = _events(evaluation, n.GEN_AI_EVALUATION_RESULT_EVENT)
+    (result,) = _events(rag, n.GEN_AI_EVALUATION_RESULT_EVENT)
     assert result[n.GEN_AI_EVALUATION_NAME] == n.EVALUATION_NAME_FAITHFULNESS
     assert result[n.GEN_AI_EVALUATION_SCORE_VALUE] == pytest.approx(score)
     assert result[n.GEN_AI_EVALUATION_SCORE_LABEL] == label
@@ -129,44 +143,59 @@ def _check_trace(
     for claim, verdict in zip(claims, verdicts, strict=True):
         assert (claim in explanation) is (verdict != "yes"), explanation
 
-    # One event per claim, with the judge's verdict and reason.
-    claim_events = sorted(_events(evaluation, n.CLAIM_EVENT), key=lambda c: c[n.CLAIM_INDEX])
-    assert [c[n.CLAIM_TEXT] for c in claim_events] == claims
-    assert [c[n.CLAIM_VERDICT] for c in claim_events] == verdicts
+    # One event per claim, named with its number and what its verdict means, with the judge's verdict and
+    # reason.
+    claim_events = [(e["name"], e["attributes"]) for e in rag["events"] if n.is_claim_event(e["name"])]
+    claim_events.sort(key=lambda c: c[1][n.CLAIM_INDEX])
+    assert [c[n.CLAIM_TEXT] for _, c in claim_events] == claims
+    assert [c[n.CLAIM_VERDICT] for _, c in claim_events] == verdicts
+    assert [name for name, _ in claim_events] == [
+        n.claim_event(i, c[n.CLAIM_STATUS]) for i, (_, c) in enumerate(claim_events)
+    ]
     # A claim one passage sentence contains word for word is proven in code and never reaches the judge; the
     # others are judged, and the stand-in numbers its reasons by the claims it was asked about.
-    proven = [c for c in claim_events if c[n.CLAIM_DECIDED_BY] == "proof"]
-    judged = [c for c in claim_events if c[n.CLAIM_DECIDED_BY] == "judge"]
+    proven = [c for _, c in claim_events if c[n.CLAIM_DECIDED_BY] == "proof"]
+    judged = [c for _, c in claim_events if c[n.CLAIM_DECIDED_BY] == "judge"]
     assert len(proven) + len(judged) == len(claims)
     assert all(c[n.CLAIM_TEXT] in " ".join(contexts) and c[n.CLAIM_VERDICT] == "yes" for c in proven)
     assert [c[n.CLAIM_REASON] for c in judged] == [f"checked claim {i + 1}" for i in range(len(judged))]
 
-    # One event per pipeline step, with its model, tokens and time.
-    steps = {s[n.STEP_NAME]: s for s in _events(evaluation, n.STEP_EVENT)}
+    # One event per pipeline step, with its model, tokens and time, under faithtrace's names.
+    steps = {
+        e["attributes"][n.STEP_NAME]: e["attributes"] for e in rag["events"] if n.is_step_event(e["name"])
+    }
     assert {"claims", "verdicts", "reason"} <= set(steps)
     # By default only the verdicts ask the judge: the claims are the answer's sentences and the reason is a
     # template, and those steps say so (no calls, no tokens, no model).
     verdict_step = steps["verdicts"]
-    assert verdict_step[n.GEN_AI_REQUEST_MODEL] == MODEL
-    assert verdict_step[n.GEN_AI_USAGE_INPUT_TOKENS] > 0
-    assert verdict_step[n.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
+    assert verdict_step[n.STEP_MODEL] == MODEL
+    assert verdict_step[n.STEP_INPUT_TOKENS] > 0
+    assert verdict_step[n.STEP_OUTPUT_TOKENS] > 0
     assert verdict_step[n.STEP_LLM_CALLS] == 1
     for name in ("claims", "reason"):
         assert steps[name][n.STEP_LLM_CALLS] == 0
-        assert steps[name][n.GEN_AI_USAGE_INPUT_TOKENS] == 0
+        assert steps[name][n.STEP_INPUT_TOKENS] == 0
     for step in steps.values():
         assert step[n.STEP_DURATION] >= 0
 
-    # A GenAI client span per judge call, children of the evaluation span; their tokens add up to the steps'.
-    chats = [s for s in spans if s["name"].startswith(f"{n.JUDGE_OPERATION} ")]
+    # A GenAI client span per judge call, in the judge's own trace (its project apart) under an evaluation
+    # span linked to the RAG span; their tokens add up to the steps'.
+    evaluation = _one(judge_spans, n.EVALUATION_SPAN)
+    assert evaluation["parent_id"] is None
+    assert evaluation["context"]["trace_id"] != rag["context"]["trace_id"]
+    assert evaluation["attributes"][n.EVAL_RAG_SPAN_ID] == rag["context"]["span_id"].removeprefix("0x")
+    chats = [s for s in judge_spans if s["name"].startswith(f"{n.JUDGE_OPERATION} ")]
     assert len(chats) == sum(s[n.STEP_LLM_CALLS] for s in steps.values())
     for chat in chats:
         assert chat["name"] == f"{n.JUDGE_OPERATION} {MODEL}"
         assert chat["parent_id"] == evaluation["context"]["span_id"]
         assert chat["attributes"][n.GEN_AI_OPERATION_NAME] == n.JUDGE_OPERATION
         assert chat["attributes"][n.GEN_AI_REQUEST_MODEL] == MODEL
-    for key in (n.GEN_AI_USAGE_INPUT_TOKENS, n.GEN_AI_USAGE_OUTPUT_TOKENS):
-        assert sum(c["attributes"][key] for c in chats) == sum(s[key] for s in steps.values())
+    for key, step_key in (
+        (n.GEN_AI_USAGE_INPUT_TOKENS, n.STEP_INPUT_TOKENS),
+        (n.GEN_AI_USAGE_OUTPUT_TOKENS, n.STEP_OUTPUT_TOKENS),
+    ):
+        assert sum(c["attributes"][key] for c in chats) == sum(s[step_key] for s in steps.values())
 
 
 @pytest.mark.parametrize("phoenix_provider", ["http", "grpc"], indirect=True)
@@ -183,7 +212,10 @@ def test_evaluation_reaches_phoenix_with_its_events(
     assert faithtrace.flush(timeout=30)
     assert provider.force_flush(30_000)
     spans = phoenix_server.wait_for_spans(project, _complete)
-    _check_trace(spans, question=QUESTION, contexts=CONTEXTS, claims=CLAIMS, verdicts=["yes", "no"])
+    judge_spans = _judge_spans(phoenix_server, project)
+    _check_trace(
+        spans, judge_spans, question=QUESTION, contexts=CONTEXTS, claims=CLAIMS, verdicts=["yes", "no"]
+    )
 
 
 def test_example_service_configured_from_env_exports_to_phoenix(
@@ -259,4 +291,7 @@ def test_example_service_configured_from_env_exports_to_phoenix(
         "Batteries are covered for 4 years or 500 charge cycles, whichever comes first.",
     ]
     assert body["answer"] == " ".join(claims)
-    _check_trace(spans, question=QUESTION, contexts=CONTEXTS, claims=claims, verdicts=["yes", "idk"])
+    judge_spans = _judge_spans(phoenix_server, project)
+    _check_trace(
+        spans, judge_spans, question=QUESTION, contexts=CONTEXTS, claims=claims, verdicts=["yes", "idk"]
+    )

@@ -1,6 +1,7 @@
 # ruff: noqa: F811 - pytest fixtures imported from the fixture modules are parameters here
 """``score_openinference()`` on a real LlamaIndex app (MockLLM, MockEmbedding) traced by the real
-OpenInference instrumentation: no decorator, the evaluation joins the app's own trace."""
+OpenInference instrumentation: no decorator, the evaluation in a trace linked to the app's (or, asked for,
+in the app's own trace)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def _engine() -> object:
     return index.as_query_engine(llm=MockLLM(max_tokens=16), similarity_top_k=1)
 
 
-def test_a_llama_index_query_is_scored_inside_its_own_trace(
+def test_a_llama_index_query_is_scored_in_a_trace_linked_to_its_own(
     traced_app: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     tp, exporter = traced_app
@@ -68,9 +69,15 @@ def test_a_llama_index_query_is_scored_inside_its_own_trace(
     evaluation = evaluations[0]
     trace_id = retrievers[0].context.trace_id
     root = next(s for s in spans if s.parent is None and s.context.trace_id == trace_id)
-    assert evaluation.context.trace_id == root.context.trace_id  # the app's own trace
-    assert evaluation.parent is not None
-    assert evaluation.parent.span_id == root.context.span_id
+    # The app's spans were exported before scoring: the evaluation goes to a trace of its own, linked to the
+    # span that holds the question and answer, and the app's trace keeps its own duration.
+    assert evaluation.parent is None
+    assert evaluation.context.trace_id != trace_id
+    assert [link.context.span_id for link in evaluation.links] == [root.context.span_id]
+    assert (evaluation.attributes or {})["faithtrace.evaluation.placement"] == "linked"
+    assert not [
+        s for s in spans if s.context.trace_id == trace_id and s.instrumentation_scope.name == "faithtrace"
+    ]
     assert (evaluation.attributes or {})["faithtrace.function"] == root.name
     # No second copy of the app's RAG content: no extra RAG span, and the evaluation span carries neither the
     # question nor the documents (its input is the answer it judged, as every evaluation span's is).
@@ -79,6 +86,28 @@ def test_a_llama_index_query_is_scored_inside_its_own_trace(
     assert "Where is the Eiffel Tower?" not in json.dumps(dict(attrs))
     assert len([s for s in spans if s.context.trace_id == trace_id and s.name == root.name]) == 1
     assert (evaluation.attributes or {})["faithtrace.evaluation.outcome"] in {"scored", "no_claims"}
+
+
+def test_with_child_placement_the_evaluation_joins_the_app_trace(
+    traced_app: tuple[TracerProvider, InMemorySpanExporter], fake_judge: FakeJudge
+) -> None:
+    tp, exporter = traced_app
+    scoring = faithtrace.ScoringOptions(prove_support=False)
+    faithtrace.configure(
+        tracer_provider=tp, judge=fake_judge.settings(), scoring=scoring, evaluation_placement="child"
+    )
+    faithtrace.score_openinference(tp)
+    assert str(_engine().query("Where is the Eiffel Tower?"))  # type: ignore[attr-defined]
+    assert faithtrace.flush(30)
+    spans = exporter.get_finished_spans()
+    (evaluation,) = [s for s in spans if s.name == "evaluate faithfulness"]
+    retriever = next(s for s in spans if (s.attributes or {}).get("openinference.span.kind") == "RETRIEVER")
+    trace_id = retriever.context.trace_id
+    root = next(s for s in spans if s.parent is None and s.context.trace_id == trace_id)
+    assert evaluation.context.trace_id == trace_id  # the app's own trace
+    assert evaluation.parent is not None
+    assert evaluation.parent.span_id == root.context.span_id
+    assert (evaluation.attributes or {})["faithtrace.evaluation.placement"] == "child"
 
 
 def test_non_rag_spans_are_not_assembled(traced_app: tuple[TracerProvider, InMemorySpanExporter]) -> None:

@@ -108,10 +108,11 @@ def _evaluated(exporter: InMemorySpanExporter, fake_judge: FakeJudge) -> tuple[R
     (root,) = [s for s in spans if s.parent is None and s.context.trace_id == trace_id]
     (evaluation,) = [s for s in spans if s.name == n.EVALUATION_SPAN]
     attrs = dict(evaluation.attributes or {})
-    # The app's own trace, under its root RAG span (not under an LLM or stream span).
-    assert evaluation.context.trace_id == trace_id
-    assert evaluation.parent is not None
-    assert evaluation.parent.span_id == root.context.span_id
+    # A trace of its own (the app's spans were exported before scoring), linked to the app's root RAG span
+    # (not to an LLM or stream span).
+    assert evaluation.context.trace_id != trace_id
+    assert evaluation.parent is None
+    assert [link.context.span_id for link in evaluation.links] == [root.context.span_id]
     assert attrs[n.FUNCTION] == root.name
     assert attrs[n.EVAL_OUTCOME] == "scored"
     assert attrs[n.GEN_AI_EVALUATION_SCORE_VALUE] == 0.5
@@ -121,11 +122,12 @@ def _evaluated(exporter: InMemorySpanExporter, fake_judge: FakeJudge) -> tuple[R
     claims = re.findall(r"^\d+\. (.*)$", _tagged(verdicts_prompt, "claims") or "", re.MULTILINE)
     assert " ".join(claims) == ANSWER
     assert _tagged(verdicts_prompt, "document") == CONTEXT
-    # No second copy of the app's RAG content: faithtrace adds only the evaluation span and its judge call to
-    # the trace (the judge's prompt is on the call's span only when content capture is on), and the evaluation
-    # span carries neither the question nor the documents: its input is the answer it judged, as every
-    # evaluation span's is.
-    ours = [s for s in spans if s.context.trace_id == trace_id and _scope(s) == "faithtrace"]
+    # No second copy of the app's RAG content: faithtrace adds nothing to the app's trace, only the evaluation
+    # span and its judge call in their own (the judge's prompt is on the call's span only when content capture
+    # is on), and the evaluation span carries neither the question nor the documents: its input is the answer
+    # it judged, as every evaluation span's is.
+    assert not [s for s in spans if s.context.trace_id == trace_id and _scope(s) == "faithtrace"]
+    ours = [s for s in spans if s.context.trace_id == evaluation.context.trace_id]
     assert sorted(s.name for s in ours) == ["chat openai/fake-judge", n.EVALUATION_SPAN]
     text = json.dumps(attrs)
     assert "retrieval.documents." not in text

@@ -270,7 +270,7 @@ def test_claim_events_carry_both_verdicts(ft: FaithtraceCapture, fake_judge: Fak
     answer("When is the office open?", ["The office is open Monday to Friday."])
     assert ft.flush()
     (evaluation,) = ft.evaluation_spans()
-    events = [dict(e.attributes or {}) for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    events = [dict(e.attributes or {}) for e in evaluation.events if n.is_claim_event(e.name)]
     proven, judged = events
     assert proven[n.CLAIM_DECIDED_BY] == "proof"
     assert proven[n.CLAIM_DISAGREEMENT] is False
@@ -423,8 +423,10 @@ def test_an_unsure_yes_reads_as_not_confirmed_on_its_event(
     ft: FaithtraceCapture, fake_judge: FakeJudge
 ) -> None:
     fake_judge.on("verdicts", _unsure(0.68))
-    ft.configure(
-        judge=fake_judge.settings(), scoring=ScoringOptions(verdict_logprobs="on", verdict_policy="judge")
+    ft.configure(  # child: the evaluation span's output.value JSON is read below
+        judge=fake_judge.settings(),
+        scoring=ScoringOptions(verdict_logprobs="on", verdict_policy="judge"),
+        evaluation_placement="child",
     )
 
     @trace_faithfulness
@@ -434,7 +436,7 @@ def test_an_unsure_yes_reads_as_not_confirmed_on_its_event(
     answer("How far does it go?", ["The X200 is a light e-scooter. The range is 40 km."])
     assert ft.flush()
     (evaluation,) = ft.evaluation_spans()
-    (event,) = [dict(e.attributes or {}) for e in evaluation.events if e.name == n.CLAIM_EVENT]
+    (event,) = [dict(e.attributes or {}) for e in evaluation.events if n.is_claim_event(e.name)]
     assert (event[n.CLAIM_VERDICT], event[n.CLAIM_STATUS], event[n.CLAIM_JUDGE_VERDICT]) == (
         "idk",
         "not_confirmed",

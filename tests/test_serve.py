@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 import faithtrace
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
-from _serve_fixtures import Sink, oi_request, oi_retriever, oi_root, run_serve, sink  # noqa: F401
+from _serve_fixtures import Sink, oi_request, oi_retriever, oi_root, run_serve, scored, sink  # noqa: F401
 
 # Each test runs a real `faithtrace serve` and waits out what it checks (timeouts, drains, retries).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -89,20 +89,25 @@ def test_remote_decorator_over_grpc_is_scored_once_with_the_apps_identity(
         found = sink.wait(1)
         assert len(found) == 1
         resource, span = found[0]
-        assert resource["service.name"] == "shop-app"  # the app's, not the scorer's
+        # The app's service, not the scorer's, filed apart from the app's own spans: the evaluation's trace
+        # is no request's.
+        assert resource["service.name"] == "shop-app-faithtrace"
         attrs = _attrs(span)
         assert attrs["faithtrace.function"].endswith("answer")
         assert attrs["gen_ai.evaluation.score.value"] == 1.0
         events = [e.name for e in span.events]
         assert "gen_ai.evaluation.result" in events
-        assert "faithtrace.claim" in events
+        assert "faithtrace.claim 1: supported" in events
         assert fake_judge.requests, "the scorer called the judge"
         stats = serve.stats()
         assert stats["scored"] == 1
         assert stats["rag_items"] == 1
         # The RAG span itself was not scored in the app: the only judge traffic came from the scorer.
         rag = [s for _r, s in sink.spans if s.name == "evaluate faithfulness"]
-        assert rag[0].parent_span_id  # a child of the app's RAG span
+        # The app's RAG span was exported before it reached the scorer: the evaluation is in a trace of its
+        # own, linked to it, and the request's trace keeps its duration.
+        assert not rag[0].parent_span_id
+        assert scored(rag[0])[0] != int.from_bytes(rag[0].trace_id, "big")
 
 
 def test_openinference_trace_across_http_requests_is_assembled(
@@ -115,9 +120,8 @@ def test_openinference_trace_across_http_requests_is_assembled(
         found = sink.wait(1)
         assert len(found) == 1
         resource, span = found[0]
-        assert resource["service.name"] == "llama-app"
-        assert int.from_bytes(span.trace_id, "big") == trace_id
-        assert int.from_bytes(span.parent_span_id, "big") == root_id
+        assert resource["service.name"] == "llama-app-faithtrace"
+        assert scored(span) == (trace_id, root_id)
         assert _attrs(span)["faithtrace.function"] == "RetrieverQueryEngine.query"
         assert serve.stats()["requests"] >= 2
 
@@ -474,7 +478,7 @@ def test_requests_in_flight_when_nothing_takes_the_results_are_answered_after_on
             while post(100) != 200:
                 assert time.monotonic() < deadline, serve.log.read_text()
                 time.sleep(0.5)
-            assert [int.from_bytes(s.trace_id, "big") for _, s in sink.wait(1)] == [100]
+            assert [scored(s)[0] for _, s in sink.wait(1)] == [100]
         finally:
             server.stop(0)
 
@@ -538,7 +542,7 @@ def test_the_ack_comes_after_the_results_were_exported(
         )
         trace_ids = {_openinference_trace(tp, f"Question {i}?", ANSWER, DOCS)[0] for i in range(3)}
         assert tp.force_flush(30_000)
-        exported = {int.from_bytes(s.trace_id, "big") for _r, s in sink.evaluations()}
+        exported = {scored(s)[0] for _r, s in sink.evaluations()}
         assert exported == trace_ids  # no waiting: the OK meant "scored and handed on"
         tp.shutdown()
         assert serve.stats()["scored"] == 3
@@ -563,9 +567,7 @@ def test_held_traces_do_not_count_against_max_pending_so_the_part_with_the_roots
         found = sink.wait(5, timeout=30)
         channel.close()
         assert len(found) == 5
-        assert {
-            (int.from_bytes(s.trace_id, "big"), int.from_bytes(s.parent_span_id, "big")) for _, s in found
-        } == {(t, 1) for t in range(1, 6)}
+        assert {scored(s) for _, s in found} == {(t, 1) for t in range(1, 6)}
         stats = serve.stats()
         assert (stats["scored"], stats["held_traces"], stats["incomplete"]) == (5, 0, 0)
 
@@ -586,7 +588,7 @@ def test_a_non_rag_flood_takes_no_rag_room_and_refusals_say_why(
         # A RAG trace still gets in and is scored against its root.
         export(oi_request(oi_retriever(7), oi_root(7)), timeout=30)
         [(_, evaluation)] = sink.wait(1)
-        assert int.from_bytes(evaluation.parent_span_id, "big") == 1
+        assert scored(evaluation)[1] == 1
         # Three RAG traces waiting for their roots fill --max-traces; the fourth is refused, saying so.
         for trace_id in (11, 12, 13):
             export(oi_request(oi_retriever(trace_id)), timeout=30)
@@ -622,7 +624,7 @@ def test_a_rooted_trace_waiting_for_stragglers_is_not_held_up_by_a_missing_roots
         waited = time.monotonic() - started
         channel.close()
         [(_, evaluation)] = sink.wait(1)
-        assert int.from_bytes(evaluation.trace_id, "big") == 2
+        assert scored(evaluation)[0] == 2
         assert 1.5 <= waited < 20, waited
         assert serve.stats()["held_traces"] == 1  # trace 1, still waiting for its root
 
@@ -681,5 +683,5 @@ def test_a_part_whose_root_came_while_it_waited_is_acknowledged_after_the_score(
         channel.close()
         assert not part_errors, part_errors
         assert not root_errors, root_errors
-        assert [int.from_bytes(s.trace_id, "big") for _, s in sink.evaluations()] == [9]
+        assert [scored(s)[0] for _, s in sink.evaluations()] == [9]
         assert serve.stats()["scored"] == 1

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _kafka_fixtures import Broker, kafka_broker
-from _serve_fixtures import Serve, Sink, run_serve, sink  # noqa: F401
+from _serve_fixtures import Serve, Sink, run_serve, scored, sink  # noqa: F401
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -174,13 +174,13 @@ def test_traces_from_kafka_are_scored_once_and_committed_after_export(
         time.sleep(1.0)
         found = sink.evaluations()
         assert len(found) == 2, [s.name for _, s in found]
-        by_service = {r["service.name"]: s for r, s in found}
-        assert set(by_service) == {"llama-app", "shop-app"}
+        # Each in a trace of its own, filed under the app's service suffixed, linked to the span it scored.
+        by_service = {r["service.name"].removesuffix("-faithtrace"): s for r, s in found}
+        assert {r["service.name"] for r, _ in found} == {"llama-app-faithtrace", "shop-app-faithtrace"}
         oi = by_service["llama-app"]
-        assert int.from_bytes(oi.trace_id, "big") == oi_trace
-        assert int.from_bytes(oi.parent_span_id, "big") == oi_trace & 0xFFFFFFFF | 1 << 40  # the CHAIN root
+        assert scored(oi) == (oi_trace, oi_trace & 0xFFFFFFFF | 1 << 40)  # the CHAIN root
         own_eval = by_service["shop-app"]
-        assert int.from_bytes(own_eval.parent_span_id, "big") == own_span
+        assert scored(own_eval)[1] == own_span
         stats = serve.stats()
         assert stats["kafka_messages"] == 5
         assert stats["kafka_malformed"] == 1
@@ -272,7 +272,7 @@ def test_a_refused_retriever_part_is_not_overtaken_by_its_root(
         fake_judge.mode = "ok"
         fake_judge.release.set()
         found = sink.wait(2, timeout=60)
-        assert {r["service.name"] for r, _ in found} == {"shop-app", "llama-app"}
+        assert {r["service.name"] for r, _ in found} == {"shop-app-faithtrace", "llama-app-faithtrace"}
         stats = serve.stats()
         assert stats["incomplete"] == 0
         assert stats["dropped_not_rag"] == 0

@@ -22,6 +22,7 @@ from _serve_fixtures import (  # noqa: F401 - sink is a fixture
     oi_root,
     otlp_export,
     run_serve,
+    scored,
     sink,
 )
 
@@ -34,11 +35,8 @@ def _files(spool: Path) -> set[str]:
 
 
 def _scored(sink: Sink) -> dict[int, int]:
-    """Trace id -> the span each evaluation was attached to."""
-    return {
-        int.from_bytes(s.trace_id, "big"): int.from_bytes(s.parent_span_id, "big")
-        for _, s in sink.evaluations()
-    }
+    """Trace id -> the span each evaluation scored (the span it links to)."""
+    return dict(scored(s) for _, s in sink.evaluations())
 
 
 @pytest.mark.parametrize("spooled", [True, False], ids=["spool", "no spool"])

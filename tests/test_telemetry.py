@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,7 +22,7 @@ from opentelemetry.sdk.metrics.export import Gauge, Histogram, Sum
 from opentelemetry.trace import SpanKind, StatusCode
 
 from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
-from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
+from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, judge_root_of, point  # noqa: F401
 from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
@@ -30,26 +31,169 @@ ANSWER = "The capital of France is Paris. The Seine never flows through Paris. P
 
 
 _ALL_STEPS_ON_THE_JUDGE = ScoringOptions(claim_source="judge", judge_reason=True)
+_COUNTS = (
+    n.EVAL_CLAIMS_TOTAL,
+    n.EVAL_CLAIMS_YES,
+    n.EVAL_CLAIMS_NO,
+    n.EVAL_CLAIMS_IDK,
+    n.EVAL_CLAIMS_UNJUDGED,
+)
 
 
-def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake_judge: Any) -> None:
-    # Every step on the judge (claims, verdicts, reason), so each kind of telemetry shows up.
-    evaluation = _score_one(ft, fake_judge, scoring=_ALL_STEPS_ON_THE_JUDGE)
-    assert evaluation is evaluation_of(ft, ft.spans("support-bot")[0])
-    assert evaluation.kind is SpanKind.INTERNAL
-    assert evaluation.status.status_code is StatusCode.UNSET
-
-    attrs = dict(evaluation.attributes or {})
-    assert attrs.pop(n.GEN_AI_OPERATION_NAME) == "evaluate"
-    assert attrs.pop(n.GEN_AI_EVALUATION_NAME) == "faithfulness"
-    assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "EVALUATOR"
-    assert attrs.pop(n.FUNCTION) == "support-bot"
+def _pop_result(attrs: dict[str, Any]) -> None:
+    """Take ANSWER's result out of ``attrs``, checking it: outcome, score, label, threshold, claim counts."""
     assert attrs.pop(n.EVAL_OUTCOME) == "scored"
     assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_VALUE) == pytest.approx(1 / 3)
     assert attrs.pop(n.EVAL_FAITHFULNESS) == pytest.approx(2 / 3)
     assert attrs.pop(n.GEN_AI_EVALUATION_SCORE_LABEL) == "fail"
     assert attrs.pop(n.EVAL_THRESHOLD) == 0.7
     assert attrs.pop(n.EVAL_IDK_POLICY) == "penalize"
+    assert [attrs.pop(k) for k in _COUNTS] == [3, 1, 1, 1, 0]  # total, yes, no, idk, unjudged
+
+
+def test_the_evaluation_on_the_rag_span_and_the_judge_calls_in_a_trace_of_their_own(
+    ft: FaithtraceCapture, fake_judge: Any
+) -> None:
+    # Every step on the judge (claims, verdicts, reason), so each kind of telemetry shows up.
+    ft.configure(judge=fake_judge.settings(), scoring=_ALL_STEPS_ON_THE_JUDGE)
+
+    @trace_faithfulness(name="support-bot")
+    def answer(question: str, contexts: list[str]) -> str:
+        return ANSWER
+
+    before = time.time_ns()
+    answer(QUESTION, [CONTEXT])
+    returned = time.time_ns()
+    assert ft.flush()
+    (rag,) = ft.spans("support-bot")
+    assert evaluation_of(ft, rag) is rag
+    # The span's timing is the call's own, however long scoring took.
+    assert before <= rag.start_time <= rag.end_time <= returned
+    assert rag.kind is SpanKind.INTERNAL
+    assert rag.status.status_code is StatusCode.UNSET
+
+    attrs = dict(rag.attributes or {})
+    # What the call put there stays the app's call's: its question and answer, its OpenInference kind.
+    assert attrs.pop(n.INPUT_VALUE) == QUESTION
+    assert attrs.pop(n.OUTPUT_VALUE) == ANSWER
+    assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "CHAIN"
+    assert attrs.pop(n.FUNCTION) == "support-bot"
+    assert attrs.pop(n.RETRIEVAL_DOCUMENT_CONTENT.format(index=0)) == CONTEXT
+    assert (attrs.pop(n.CONTEXTS_COUNT), attrs.pop(n.SAMPLED)) == (1, True)
+    # The evaluation's, none of them read as the app's own (no gen_ai.operation.name, gen_ai.request.model,
+    # error.type): faithtrace's names, and the evaluation conventions' score and label for searches and tail
+    # sampling.
+    assert attrs.pop(n.GEN_AI_EVALUATION_NAME) == "faithfulness"
+    assert attrs.pop(n.EVAL_PLACEMENT) == "rag_span"
+    _pop_result(attrs)
+    for key in (n.EVAL_QUEUE_WAIT, n.EVAL_DURATION):  # seconds, to the millisecond
+        value = attrs.pop(key)
+        assert isinstance(value, float)
+        assert value == round(value, 3)
+    input_tokens, output_tokens = attrs.pop(n.EVAL_INPUT_TOKENS), attrs.pop(n.EVAL_OUTPUT_TOKENS)
+    assert isinstance(input_tokens, int)
+    assert input_tokens > 0
+    assert isinstance(output_tokens, int)
+    assert output_tokens > 0
+    assert attrs.pop(n.EVAL_LLM_CALLS) == 3
+    assert attrs.pop(n.JUDGE_MODEL) == MODEL
+    assert attrs == {}  # nothing else (no cost: the fake model has no price)
+
+    # Events: the result, one per claim and one per step, each named so that a collapsed list tells them
+    # apart, each at the time it happened: after the call, steps in order, the claims with their verdicts.
+    events = [e.name for e in rag.events]
+    assert events == [
+        n.GEN_AI_EVALUATION_RESULT_EVENT,
+        "faithtrace.claim 1: supported",
+        "faithtrace.claim 2: contradicted",
+        "faithtrace.claim 3: not_in_documents",
+        "faithtrace.step claims",
+        "faithtrace.step verdicts",
+        "faithtrace.step reason",
+    ]
+    result = dict(rag.events[0].attributes or {})
+    assert result == {
+        n.GEN_AI_EVALUATION_NAME: "faithfulness",
+        n.GEN_AI_EVALUATION_SCORE_VALUE: pytest.approx(1 / 3),
+        n.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
+        n.GEN_AI_EVALUATION_EXPLANATION: REASON_TEXT,
+    }
+    claims = [dict(e.attributes or {}) for e in rag.events[1:4]]
+    assert [(c[n.CLAIM_INDEX], c[n.CLAIM_VERDICT]) for c in claims] == [(0, "yes"), (1, "no"), (2, "idk")]
+    assert claims[1][n.CLAIM_TEXT] == "The Seine never flows through Paris."
+    assert claims[1][n.CLAIM_REASON] == "checked claim 2"
+    steps = [dict(e.attributes or {}) for e in rag.events[4:]]
+    assert [s[n.STEP_NAME] for s in steps] == ["claims", "verdicts", "reason"]
+    for step in steps:
+        assert set(step) == {
+            n.STEP_NAME, n.STEP_LLM_CALLS, n.STEP_INPUT_TOKENS, n.STEP_OUTPUT_TOKENS, n.STEP_DURATION,
+            n.STEP_CACHED, n.STEP_MODEL,
+        }  # fmt: skip
+        assert step[n.STEP_LLM_CALLS] == 1
+        assert isinstance(step[n.STEP_INPUT_TOKENS], int)
+        assert step[n.STEP_DURATION] == round(step[n.STEP_DURATION], 3)
+        assert step[n.STEP_CACHED] is False
+    assert sum(step[n.STEP_INPUT_TOKENS] for step in steps) == input_tokens
+    times = {e.name: e.timestamp for e in rag.events}
+    claims_at, verdicts_at, reason_at = (
+        times[f"faithtrace.step {s}"] for s in ("claims", "verdicts", "reason")
+    )
+    assert rag.end_time < claims_at < verdicts_at < reason_at <= times[n.GEN_AI_EVALUATION_RESULT_EVENT]
+    assert {times[name] for name in events[1:4]} == {verdicts_at}
+
+    # The judge's calls: a trace of their own under an evaluation span linked to the RAG span, filed under
+    # the service "<service>-faithtrace", so that no backend adds them to the request's latency or cost.
+    judge = judge_root_of(ft, rag)
+    assert judge.context.trace_id != rag.context.trace_id
+    service = rag.resource.attributes["service.name"]  # the SDK's default: unknown_service:python
+    assert judge.resource.attributes["service.name"] == f"{service}-faithtrace"
+    assert judge.resource.attributes[n.OPENINFERENCE_PROJECT_NAME] == "default-faithtrace"
+    assert judge.attributes[n.EVAL_RAG_SPAN_ID] == f"{rag.context.span_id:016x}"
+    assert judge.attributes[n.EVAL_PLACEMENT] == "rag_span"
+    assert judge.attributes[n.GEN_AI_EVALUATION_SCORE_LABEL] == "fail"
+    assert judge.events == ()  # the events are on the RAG span
+    calls = [s for s in ft.spans() if s.parent and s.parent.span_id == judge.context.span_id]
+    assert [c.name for c in calls] == [f"chat {MODEL}"] * 3
+    for call, step in zip(calls, ["claims", "verdicts", "reason"], strict=True):
+        assert call.kind is SpanKind.CLIENT
+        assert call.resource is judge.resource
+        assert call.attributes[n.GEN_AI_OPERATION_NAME] == "chat"
+        assert call.attributes[n.GEN_AI_REQUEST_MODEL] == MODEL
+        assert call.attributes[n.GEN_AI_PROVIDER_NAME] == "openai"
+        assert call.attributes[n.STEP_NAME] == step
+        assert isinstance(call.attributes[n.GEN_AI_USAGE_INPUT_TOKENS], int)
+        assert isinstance(call.attributes[n.GEN_AI_USAGE_OUTPUT_TOKENS], int)
+        assert judge.start_time <= call.start_time < call.end_time <= judge.end_time
+        _assert_judge_messages(call)
+    # The request's trace is the request alone: the RAG span and its documents' zero-length record.
+    request = [s for s in ft.spans() if s.context.trace_id == rag.context.trace_id]
+    assert sorted(s.name for s in request) == [n.RETRIEVER_SPAN, "support-bot"]
+    assert (
+        max(s.end_time for s in request) - min(s.start_time for s in request) == rag.end_time - rag.start_time
+    )
+    # The RAG span, its documents, the judge's root and its 3 calls: the judge's HTTP calls are not traced.
+    assert len(ft.spans()) == 1 + 1 + 1 + 3
+
+
+def test_the_child_evaluation_span_its_events_and_judge_call_spans(
+    ft: FaithtraceCapture, fake_judge: Any
+) -> None:
+    evaluation = _score_one(ft, fake_judge, scoring=_ALL_STEPS_ON_THE_JUDGE, evaluation_placement="child")
+    (rag,) = ft.spans("support-bot")
+    assert evaluation is evaluation_of(ft, rag)
+    assert evaluation.parent.span_id == rag.context.span_id
+    assert evaluation.resource is rag.resource  # in the request's trace, under the app's service
+    assert evaluation.kind is SpanKind.INTERNAL
+    assert evaluation.status.status_code is StatusCode.UNSET
+    assert n.GEN_AI_EVALUATION_SCORE_LABEL not in rag.attributes
+
+    attrs = dict(evaluation.attributes or {})
+    assert attrs.pop(n.GEN_AI_OPERATION_NAME) == "evaluate"
+    assert attrs.pop(n.GEN_AI_EVALUATION_NAME) == "faithfulness"
+    assert attrs.pop(n.OPENINFERENCE_SPAN_KIND) == "EVALUATOR"
+    assert attrs.pop(n.FUNCTION) == "support-bot"
+    assert attrs.pop(n.EVAL_PLACEMENT) == "child"
+    _pop_result(attrs)
     # Readable without clicks in UIs that show OpenInference input/output (Phoenix's list row and Info tab).
     assert attrs.pop(n.INPUT_VALUE) == ANSWER
     assert attrs.pop(n.OUTPUT_MIME_TYPE) == "application/json"
@@ -64,69 +208,28 @@ def test_evaluation_span_events_and_judge_call_spans(ft: FaithtraceCapture, fake
     ]
     assert output["claims"][1]["reason"] == "checked claim 2"
     assert {c["decided_by"] for c in output["claims"]} == {"judge"}
-    counts = [
-        attrs.pop(k)
-        for k in (
-            n.EVAL_CLAIMS_TOTAL,
-            n.EVAL_CLAIMS_YES,
-            n.EVAL_CLAIMS_NO,
-            n.EVAL_CLAIMS_IDK,
-            n.EVAL_CLAIMS_UNJUDGED,
-        )
-    ]
-    assert counts == [3, 1, 1, 1, 0]
     assert isinstance(attrs.pop(n.EVAL_QUEUE_WAIT), float)
-    input_tokens, output_tokens = attrs.pop(n.EVAL_INPUT_TOKENS), attrs.pop(n.EVAL_OUTPUT_TOKENS)
-    assert isinstance(input_tokens, int)
-    assert input_tokens > 0
-    assert isinstance(output_tokens, int)
-    assert output_tokens > 0
+    assert isinstance(attrs.pop(n.EVAL_DURATION), float)
+    assert attrs.pop(n.EVAL_INPUT_TOKENS) > 0
+    assert attrs.pop(n.EVAL_OUTPUT_TOKENS) > 0
     assert attrs.pop(n.EVAL_LLM_CALLS) == 3
     assert attrs.pop(n.JUDGE_MODEL) == MODEL
     assert attrs.pop(n.GEN_AI_REQUEST_MODEL) == MODEL
     assert attrs == {}  # nothing else (no cost: the fake model has no price)
 
-    events = [e.name for e in evaluation.events]
-    assert events == [n.GEN_AI_EVALUATION_RESULT_EVENT] + [n.CLAIM_EVENT] * 3 + [n.STEP_EVENT] * 3
-    result = dict(evaluation.events[0].attributes or {})
-    assert result == {
-        n.GEN_AI_EVALUATION_NAME: "faithfulness",
-        n.GEN_AI_EVALUATION_SCORE_VALUE: pytest.approx(1 / 3),
-        n.GEN_AI_EVALUATION_SCORE_LABEL: "fail",
-        n.GEN_AI_EVALUATION_EXPLANATION: REASON_TEXT,
-    }
-    claims = [dict(e.attributes or {}) for e in evaluation.events[1:4]]
-    assert [(c[n.CLAIM_INDEX], c[n.CLAIM_VERDICT]) for c in claims] == [(0, "yes"), (1, "no"), (2, "idk")]
-    assert claims[1][n.CLAIM_TEXT] == "The Seine never flows through Paris."
-    assert claims[1][n.CLAIM_REASON] == "checked claim 2"
-    steps = [dict(e.attributes or {}) for e in evaluation.events[4:]]
-    assert [s[n.STEP_NAME] for s in steps] == ["claims", "verdicts", "reason"]
-    for step in steps:
-        assert set(step) == {
-            n.STEP_NAME, n.STEP_LLM_CALLS, n.GEN_AI_USAGE_INPUT_TOKENS, n.GEN_AI_USAGE_OUTPUT_TOKENS,
-            n.STEP_DURATION, n.STEP_CACHED, n.GEN_AI_REQUEST_MODEL,
-        }  # fmt: skip
-        assert step[n.STEP_LLM_CALLS] == 1
-        assert isinstance(step[n.GEN_AI_USAGE_INPUT_TOKENS], int)
-        assert isinstance(step[n.STEP_DURATION], float)
-        assert step[n.STEP_CACHED] is False
-
+    # The same events as on a RAG span.
+    assert [e.name for e in evaluation.events][:2] == [
+        n.GEN_AI_EVALUATION_RESULT_EVENT,
+        "faithtrace.claim 1: supported",
+    ]
+    assert len(evaluation.events) == 1 + 3 + 3
     calls = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
     assert [c.name for c in calls] == [f"chat {MODEL}"] * 3
-    assert sum(step[n.GEN_AI_USAGE_INPUT_TOKENS] for step in steps) == input_tokens
-    for call, step in zip(calls, ["claims", "verdicts", "reason"], strict=True):
-        assert call.kind is SpanKind.CLIENT
-        assert call.attributes[n.GEN_AI_OPERATION_NAME] == "chat"
-        assert call.attributes[n.GEN_AI_REQUEST_MODEL] == MODEL
-        assert call.attributes[n.GEN_AI_PROVIDER_NAME] == "openai"
-        assert call.attributes[n.STEP_NAME] == step
-        assert isinstance(call.attributes[n.GEN_AI_USAGE_INPUT_TOKENS], int)
-        assert isinstance(call.attributes[n.GEN_AI_USAGE_OUTPUT_TOKENS], int)
-        assert evaluation.start_time <= call.start_time < call.end_time <= evaluation.end_time
-        _assert_judge_messages(call)
+    assert all(evaluation.start_time <= c.start_time < c.end_time <= evaluation.end_time for c in calls)
     # Only our spans (the RAG span, its documents on a retriever child, the evaluation and its 3 judge
-    # calls): the judge's HTTP calls are not traced a second time.
+    # calls), all in the request's trace: the judge's HTTP calls are not traced a second time.
     assert len(ft.spans()) == 1 + 1 + 1 + 3
+    assert {s.context.trace_id for s in ft.spans()} == {rag.context.trace_id}
 
 
 def test_the_documents_also_go_on_a_retriever_child_where_phoenix_shows_them(
@@ -206,7 +309,8 @@ def _score_one(ft: FaithtraceCapture, fake_judge: Any, question: str = QUESTION,
 def test_judge_messages_follow_the_capture_options(ft: FaithtraceCapture, fake_judge: Any) -> None:
     secret = "sk-" + "a1B2c3D4" * 4
     capture = CaptureOptions(max_attribute_chars=60, redact=lambda t: t.replace("Paris", "[city]"))
-    evaluation = _score_one(ft, fake_judge, f"{QUESTION} key={secret}", capture=capture)
+    rag = _score_one(ft, fake_judge, f"{QUESTION} key={secret}", capture=capture)
+    evaluation = judge_root_of(ft, rag)
     (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
     texts = [v for k, v in call.attributes.items() if k.startswith("llm.") and k.endswith(".content")]
     texts += [call.attributes[n.INPUT_VALUE], call.attributes[n.OUTPUT_VALUE]]
@@ -224,7 +328,9 @@ def test_judge_messages_follow_the_capture_options(ft: FaithtraceCapture, fake_j
 
 
 def test_without_content_capture_no_messages_and_no_texts(ft: FaithtraceCapture, fake_judge: Any) -> None:
-    evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(content=False))
+    rag = _score_one(ft, fake_judge, capture=CaptureOptions(content=False))
+    assert not any(n.is_claim_event(e.name) and n.CLAIM_TEXT in e.attributes for e in rag.events)
+    evaluation = judge_root_of(ft, rag)
     assert n.INPUT_VALUE not in evaluation.attributes
     output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
     assert [c["verdict"] for c in output["claims"]] == ["yes", "no", "idk"]
@@ -245,6 +351,13 @@ def test_linked_placement_puts_the_evaluation_in_a_trace_of_its_own(
 ) -> None:
     evaluation = _score_one(ft, fake_judge, evaluation_placement="linked")
     (rag,) = ft.spans("support-bot")
+    assert n.GEN_AI_EVALUATION_SCORE_LABEL not in rag.attributes
+    assert evaluation.attributes[n.EVAL_PLACEMENT] == "linked"
+    # Filed apart from the app's spans: the evaluation's duration is no request's.
+    assert (
+        evaluation.resource.attributes["service.name"]
+        == rag.resource.attributes["service.name"] + "-faithtrace"
+    )
     assert evaluation.parent is None
     assert evaluation.context.trace_id != rag.context.trace_id
     assert [link.context.span_id for link in evaluation.links] == [rag.context.span_id]
@@ -271,12 +384,13 @@ def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCa
     assert ft.flush()
     evaluation = evaluation_of(ft, ft.spans("support-bot")[0])
     assert evaluation.attributes[n.EVAL_LLM_CALLS] == 1
-    steps = {e.attributes[n.STEP_NAME]: e.attributes for e in evaluation.events if e.name == n.STEP_EVENT}
+    steps = {e.attributes[n.STEP_NAME]: e.attributes for e in evaluation.events if n.is_step_event(e.name)}
     calls_per_step = {name: s[n.STEP_LLM_CALLS] for name, s in steps.items()}
     assert calls_per_step == {"claims": 0, "verdicts": 1, "reason": 0}
-    assert steps["claims"][n.GEN_AI_USAGE_INPUT_TOKENS] == 0
-    assert steps["verdicts"][n.GEN_AI_USAGE_INPUT_TOKENS] == evaluation.attributes[n.EVAL_INPUT_TOKENS] > 0
-    calls = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    assert steps["claims"][n.STEP_INPUT_TOKENS] == 0
+    assert steps["verdicts"][n.STEP_INPUT_TOKENS] == evaluation.attributes[n.EVAL_INPUT_TOKENS] > 0
+    judge = judge_root_of(ft, evaluation)
+    calls = [s for s in ft.spans() if s.parent and s.parent.span_id == judge.context.span_id]
     assert [c.attributes[n.STEP_NAME] for c in calls] == ["verdicts"]
     (result,) = [e for e in evaluation.events if e.name == n.GEN_AI_EVALUATION_RESULT_EVENT]
     assert result.attributes[n.GEN_AI_EVALUATION_EXPLANATION]  # written without a judge call
@@ -284,9 +398,11 @@ def test_default_scoring_is_one_judge_call_and_says_so_per_step(ft: FaithtraceCa
 
 def test_claim_events_are_capped_with_the_total_noted(ft: FaithtraceCapture, fake_judge: Any) -> None:
     evaluation = _score_one(ft, fake_judge, capture=CaptureOptions(max_claim_events=1))
-    assert [e.name for e in evaluation.events].count(n.CLAIM_EVENT) == 1
+    assert [e.name for e in evaluation.events if n.is_claim_event(e.name)] == [
+        "faithtrace.claim 1: supported"
+    ]
     assert evaluation.attributes[n.EVAL_CLAIM_EVENTS_DROPPED] == 2
-    output = json.loads(evaluation.attributes[n.OUTPUT_VALUE])
+    output = json.loads(judge_root_of(ft, evaluation).attributes[n.OUTPUT_VALUE])
     assert (len(output["claims"]), output["claims_omitted"]) == (1, 2)  # the same cap, said the same way
     assert evaluation.attributes[n.EVAL_CLAIMS_TOTAL] == 3
 
@@ -317,6 +433,8 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
         n.METRIC_ANNOTATIONS: Sum,
         n.METRIC_HOST_ERRORS: Sum,
         n.METRIC_QUEUE_DEPTH: Gauge,
+        n.METRIC_HELD_SPANS: Gauge,
+        n.METRIC_HOLD_RELEASES: Sum,
     }
     assert all(data[k].is_monotonic for k in (n.METRIC_VERDICTS, n.METRIC_EVALUATIONS, n.METRIC_CALLS))
 
@@ -350,6 +468,8 @@ def test_metrics(ft: FaithtraceCapture, fake_judge: Any) -> None:
     durations = ft.points(n.METRIC_OPERATION_DURATION)
     assert sum(p.count for p in durations) == 4  # claims ×2, verdicts, reason
     assert point(ft, n.METRIC_QUEUE_DEPTH).value == 0
+    assert point(ft, n.METRIC_HELD_SPANS).value == 0
+    assert {p.attributes[n.HOLD_REASON] for p in ft.points(n.METRIC_HOLD_RELEASES)} >= {"evaluated"}
     # Process-wide (other tests may have provoked some); exact counting is tested in test_worker.py.
     assert isinstance(point(ft, n.METRIC_INTERNAL_ERRORS).value, int)
     # Never text in metric attributes.
@@ -379,7 +499,7 @@ def test_priced_judge_reports_cost_and_respects_the_usd_budget(
     cost = evaluation.attributes[n.EVAL_COST_USD]
     assert isinstance(cost, float)
     assert cost > 0
-    steps = [e.attributes for e in evaluation.events if e.name == n.STEP_EVENT]
+    steps = [e.attributes for e in evaluation.events if n.is_step_event(e.name)]
     # Steps that made no judge call (claims split in code, the template reason) carry no cost.
     assert sum(s.get(n.STEP_COST_USD, 0.0) for s in steps) == pytest.approx(cost)
     (spent,) = ft.points(n.METRIC_JUDGE_COST)

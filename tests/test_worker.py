@@ -14,7 +14,7 @@ from opentelemetry.trace import StatusCode
 
 import faithtrace
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
-from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, evaluation_of, ft, point  # noqa: F401
+from _trace_fixtures import CONTEXT, FAITHFUL, QUESTION, clean_env, evaluation_of, ft, judge_root_of, point  # noqa: F401
 from faithtrace import WorkerOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
 from faithtrace.testing import FaithtraceCapture
@@ -49,16 +49,22 @@ def test_judge_failure_gives_an_error_span_and_the_app_is_unaffected(
     assert answer(QUESTION, [CONTEXT]) == FAITHFUL
     assert ft.flush()
     (rag,) = ft.spans(answer.__qualname__)
+    # The evaluation is on the RAG span, and its failure is the evaluation's, never the app's call's.
+    assert evaluation_of(ft, rag) is rag
     assert rag.status.status_code is StatusCode.UNSET
-    evaluation = evaluation_of(ft, rag)
-    assert evaluation.status.status_code is StatusCode.ERROR
-    assert evaluation.attributes[n.ERROR_TYPE] == error_type
-    assert evaluation.attributes[n.EVAL_OUTCOME] == "error"
-    assert n.GEN_AI_EVALUATION_SCORE_VALUE not in evaluation.attributes
-    (event,) = [e for e in evaluation.events if e.name == n.GEN_AI_EVALUATION_RESULT_EVENT]
+    assert n.ERROR_TYPE not in rag.attributes
+    assert rag.attributes[n.EVAL_ERROR_TYPE] == error_type
+    assert rag.attributes[n.EVAL_ERROR_MESSAGE]
+    assert rag.attributes[n.EVAL_OUTCOME] == "error"
+    assert n.GEN_AI_EVALUATION_SCORE_VALUE not in rag.attributes
+    (event,) = [e for e in rag.events if e.name == n.GEN_AI_EVALUATION_RESULT_EVENT]
     assert event.attributes[n.ERROR_TYPE] == error_type
+    # The judge's trace says it failed.
+    judge = judge_root_of(ft, rag)
+    assert judge.status.status_code is StatusCode.ERROR
+    assert judge.attributes[n.ERROR_TYPE] == error_type
     # The request still has its client span; an HTTP failure is marked on it.
-    (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == evaluation.context.span_id]
+    (call,) = [s for s in ft.spans() if s.parent and s.parent.span_id == judge.context.span_id]
     assert (n.ERROR_TYPE in call.attributes) is call_failed
     assert (call.status.status_code is StatusCode.ERROR) is call_failed
     assert point(ft, n.METRIC_EVALUATIONS, **{n.FUNCTION: answer.__qualname__, n.OUTCOME: "error"}).value == 1
@@ -76,8 +82,8 @@ def test_evaluation_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
     assert answer(QUESTION, [CONTEXT]) == FAITHFUL
     assert ft.flush()
     (evaluation,) = ft.evaluation_spans()
-    assert evaluation.attributes[n.ERROR_TYPE] == "timeout"
-    assert evaluation.status.status_code is StatusCode.ERROR
+    assert evaluation.attributes[n.EVAL_ERROR_TYPE] == "timeout"
+    assert evaluation.status.status_code is StatusCode.UNSET  # the RAG span: the app's call succeeded
 
 
 def test_judge_request_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
@@ -91,7 +97,7 @@ def test_judge_request_timeout(ft: FaithtraceCapture, fake_judge: Any) -> None:
     answer(QUESTION, [CONTEXT])
     assert ft.flush()
     (evaluation,) = ft.evaluation_spans()
-    assert evaluation.attributes[n.ERROR_TYPE] == "timeout"
+    assert evaluation.attributes[n.EVAL_ERROR_TYPE] == "timeout"
     assert evaluation.attributes[n.EVAL_LLM_CALLS] == 1
 
 
@@ -218,8 +224,8 @@ def test_interpreter_exit_finishes_queued_evaluations(fake_judge: Any) -> None:
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
         exporter = InMemorySpanExporter()
         # Registered before faithtrace is imported, so it runs after faithtrace's own exit handler.
-        atexit.register(lambda: print("evaluations:", [x.name for x in exporter.get_finished_spans()].count(
-            "evaluate faithfulness")))
+        scored = lambda span: any(e.name == "gen_ai.evaluation.result" for e in span.events)
+        atexit.register(lambda: print("evaluations:", sum(map(scored, exporter.get_finished_spans()))))
         import faithtrace
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -315,7 +321,9 @@ def test_a_full_inbox_is_finished_on_the_host_thread(
     from faithtrace._runtime import runtime as _runtime
 
     monkeypatch.setattr(_runtime, "_INBOX_SIZE", 2)
-    ft.configure(judge=fake_judge.settings())  # a new worker, with the small inbox
+    # A new worker, with the small inbox; the RAG spans are not held for their evaluations, so the test sees
+    # each end when it is finished.
+    ft.configure(judge=fake_judge.settings(), evaluation_placement="child")
     blocking = _BlockingProcessor()
     ft.tracer_provider.add_span_processor(blocking)
 
@@ -340,7 +348,12 @@ def test_a_full_inbox_is_finished_on_the_host_thread(
     assert len(ft.evaluation_spans()) == 6
 
 
-def test_flush_without_evaluations_waits_for_the_spans_only(ft: FaithtraceCapture, fake_judge: Any) -> None:
+@pytest.mark.parametrize("placement", ["child", "rag_span"])
+def test_flush_without_evaluations_waits_for_the_spans_only(
+    ft: FaithtraceCapture, fake_judge: Any, placement: str
+) -> None:
+    ft.configure(judge=fake_judge.settings(), evaluation_placement=placement)
+
     @trace_faithfulness
     def answer(question: str, contexts: list[str]) -> str:
         return FAITHFUL
@@ -350,9 +363,13 @@ def test_flush_without_evaluations_waits_for_the_spans_only(ft: FaithtraceCaptur
     assert faithtrace.flush(10, evaluations=False)
     # Read the exporter directly: the fixture's own helpers would wait for the spans themselves.
     finished = ft.span_exporter.get_finished_spans()
-    (rag,) = [s for s in finished if s.name == answer.__qualname__]
-    assert {s.name for s in finished} == {answer.__qualname__, n.RETRIEVER_SPAN}
-    assert rag.attributes[n.SAMPLED] is True
+    if placement == "child":
+        (rag,) = [s for s in finished if s.name == answer.__qualname__]
+        assert {s.name for s in finished} == {answer.__qualname__, n.RETRIEVER_SPAN}
+        assert rag.attributes[n.SAMPLED] is True
+    else:  # the RAG span waits for its evaluation, its documents' child is out
+        assert {s.name for s in finished} == {n.RETRIEVER_SPAN}
+        assert point(ft, n.METRIC_HELD_SPANS).value == 1
     assert not faithtrace.flush(0.3)  # the evaluation still hangs on the judge
 
 

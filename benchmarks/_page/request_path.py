@@ -6,7 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks._page import plots
-from benchmarks._page.results import Commands, Figures, Headline, Run, fmt, index_of, newest, of_kind
+from benchmarks._page.results import (
+    Commands,
+    Figures,
+    Headline,
+    Run,
+    fmt,
+    index_of,
+    newest,
+    of_kind,
+    table_section,
+)
 from benchmarks._shared import common
 
 PEERS = {
@@ -205,23 +215,6 @@ def _latency_rows(first: str, summaries: dict[str, dict[str, Any]]) -> list[str]
     return rows
 
 
-def _table_section(run: Run, heading: str, intro: str, header: list[str], rows: list[list[str]]) -> str:
-    """A section of one run: its heading and what it measures, one table (first column left-aligned, the rest
-    figures), and the run's date and command under it."""
-    cmds = Commands()
-    cmds.ref(run)
-    lines = [
-        heading + "\n",
-        intro + "\n",
-        "| " + " | ".join(header) + " |",
-        "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
-        "",
-        cmds.markdown(),
-    ]
-    return "\n".join(lines)
-
-
 def _eval_cpu(run: Run) -> str:
     header = ["scoring", "CPU ms/call (median)", "min", "max", "judge calls/call", "evaluations", "RAG spans"]
     rows = [
@@ -240,7 +233,7 @@ def _eval_cpu(run: Run) -> str:
         "The app's process CPU (all threads) per decorated call that does no work, scored in the app or "
         'handed to the fleet with `scoring="remote"`; the judge stand-in runs in its own process.'
     )
-    return _table_section(run, "### The app's CPU per scored call {#eval-cpu}", intro, header, rows)
+    return table_section(run, "### The app's CPU per scored call {#eval-cpu}", intro, header, rows)
 
 
 def _faults(run: Run) -> str:
@@ -262,4 +255,4 @@ def _faults(run: Run) -> str:
         "result compared with the function's own by identity, then `faithtrace.shutdown(5)` and what its "
         "report says it lost."
     )
-    return _table_section(run, "### The app's calls under faults {#faults}", intro, header, rows)
+    return table_section(run, "### The app's calls under faults {#faults}", intro, header, rows)

@@ -148,3 +148,20 @@ class Commands:
             machine = f", load {load:.1f}" if isinstance(load, float | int) else ""
             lines.append(f"{i}. {run.day}{machine}, `{run.path.name}`: `{run.doc.get('command', '')}`")
         return "Runs (results in `benchmarks/results/`, one file each):\n\n" + "\n".join(lines) + "\n"
+
+
+def table_section(run: Run, heading: str, intro: str, header: list[str], rows: list[list[str]]) -> str:
+    """A section of one run: its heading and what it measures, one table (first column left-aligned, the rest
+    figures), and the run's date and command under it."""
+    cmds = Commands()
+    cmds.ref(run)
+    lines = [
+        heading + "\n",
+        intro + "\n",
+        "| " + " | ".join(header) + " |",
+        "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        cmds.markdown(),
+    ]
+    return "\n".join(lines)

@@ -59,6 +59,7 @@ from _fleet_fixtures import (  # noqa: E402
     collect,
     fleet,
     otelcol_binary,
+    rag_of,
     read_spans,
     serve_available,
     start_app,
@@ -185,8 +186,10 @@ def _delays_ms(
     # through the Collector, not on the direct path.
     delays = []
     for span in run_spans:
-        call = calls.get(span["traceId"])
-        if span["name"] == EVALUATION_SPAN and call and call[1]:
+        if span["name"] != EVALUATION_SPAN:
+            continue
+        call = calls.get(rag_of(span)[0])
+        if call and call[1]:
             delays.append((call[1], (_ns(span["startTimeUnixNano"]) - call[1]) / 1e6))
     return [delay for _, delay in sorted(delays)[skip_first:]]
 

@@ -45,6 +45,7 @@ from _fleet_fixtures import (  # noqa: E402
     app_traces,
     collect,
     otelcol_binary,
+    rag_of,
     read_spans,
     serve_available,
     start_app,
@@ -238,8 +239,8 @@ def scenario(
         for span in run.spans:
             if span["name"] != EVALUATION_SPAN:
                 continue
-            trace_id = span["traceId"]
-            if span.get("parentSpanId") != expected.get(trace_id) or (
+            trace_id, span_id = rag_of(span)
+            if span_id != expected.get(trace_id) or (
                 trace_id in answers and span["attributes"].get("input.value") != answers[trace_id]
             ):
                 wrong += 1

@@ -31,8 +31,13 @@ def add(
         def apply() -> None:
             # shutdown_timeout_s=0: configure() replaces the runtime, and the old one must not wait for its
             # parked jobs. A queue this large holds every sampled-in call of the run: enqueued, never dropped.
+            # Placement child: each RAG span is ended and exported in the run, so its cost is counted; with
+            # the default (rag_span) the same end and export wait for the parked evaluation and would fall
+            # outside the timed blocks. The calling thread's path is the same either way.
             worker = faithtrace.WorkerOptions(queue_size=queue_size, shutdown_timeout_s=0.0)
-            faithtrace.configure(judge=judge, tracer_provider=provider, worker=worker, **kwargs)
+            faithtrace.configure(
+                judge=judge, tracer_provider=provider, worker=worker, evaluation_placement="child", **kwargs
+            )
 
         return apply
 

@@ -45,14 +45,17 @@ class CountingExporter(SpanExporter):
         with self._lock:
             for span in spans:
                 attrs = span.attributes or {}
-                if span.name == names.EVALUATION_SPAN:
+                # An evaluation: on its RAG span (the default) or on an evaluation span of its own.
+                if any(e.name == names.GEN_AI_EVALUATION_RESULT_EVENT for e in span.events):
                     self.counts["evaluations"] += 1
                     outcome = attrs.get(names.EVAL_OUTCOME)
                     if outcome == "scored":
                         self.counts["scored"] += 1
                     elif outcome == "error":
                         self.counts["errors"] += 1
-                elif attrs.get(names.GEN_AI_OPERATION_NAME) == names.JUDGE_OPERATION:
+                if span.name == names.EVALUATION_SPAN:
+                    continue
+                if attrs.get(names.GEN_AI_OPERATION_NAME) == names.JUDGE_OPERATION:
                     self.counts["judge_calls"] += 1
                 elif names.SAMPLED in attrs:
                     self.counts["rag_spans"] += 1

@@ -1,13 +1,15 @@
 """Pytest fixtures users can import too (registered as the ``faithtrace`` pytest plugin).
 
 ``faithtrace_exporter`` wires faithtrace to in-memory span and metric readers through ``configure()``, so
-a test can call the decorated app, ``flush()``, and assert on the RAG span, the evaluation span and metrics::
+a test can call the decorated app, ``flush()``, and assert on the spans that carry the evaluations and on
+metrics::
 
     def test_answer_is_scored(faithtrace_exporter):
         faithtrace_exporter.configure(judge="openai/gpt-4o-mini")
         answer("What is the refund window?")
         assert faithtrace_exporter.flush()
-        (evaluation,) = faithtrace_exporter.evaluation_spans()
+        (evaluated,) = faithtrace_exporter.evaluation_spans()  # the RAG span itself, by default
+        assert evaluated.attributes["gen_ai.evaluation.score.label"] == "pass"
 
 Imports stay inside the fixtures: this module is loaded by every pytest run that has faithtrace installed, so
 it must never slow down or break test collection, nor change how faithtrace behaves in the app's tests.
@@ -60,7 +62,8 @@ class FaithtraceCapture:
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
         """The finished spans (named ``name``). A decorated call's span is ended by faithtrace's worker a
         moment after the call returns; this waits for those first, so a test need not ``flush()`` to see it.
-        """
+        A span held for its evaluation (``evaluation_placement="rag_span"``, the default) ends with it: after
+        ``flush()``."""
         self._settle()
         spans = list(self.span_exporter.get_finished_spans())
         return [s for s in spans if name is None or s.name == name]
@@ -74,9 +77,11 @@ class FaithtraceCapture:
         faithtrace.flush(10.0, evaluations=False)
 
     def evaluation_spans(self) -> list[ReadableSpan]:
-        from faithtrace._telemetry.names import EVALUATION_SPAN
+        """The spans carrying an evaluation (its ``gen_ai.evaluation.result`` event): the RAG spans with
+        ``evaluation_placement="rag_span"`` (the default), the ``evaluate faithfulness`` spans otherwise."""
+        from faithtrace._telemetry.names import GEN_AI_EVALUATION_RESULT_EVENT
 
-        return self.spans(EVALUATION_SPAN)
+        return [s for s in self.spans() if any(e.name == GEN_AI_EVALUATION_RESULT_EVENT for e in s.events)]
 
     def metrics(self) -> dict[str, Any]:
         """Metric name → metric data (the SDK's ``Sum``/``Histogram``/``Gauge``), collected now."""

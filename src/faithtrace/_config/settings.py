@@ -18,6 +18,7 @@ from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.options import field
 from faithtrace._config.scoring_options import ScoringOptions
 
+PLACEMENTS = ("rag_span", "child", "linked")  # as names.PLACEMENTS (config sits below telemetry)
 DEFAULT_PROMETHEUS_PORT = 9464  # the port OTel's Prometheus exporter documents
 DEFAULT_PHOENIX_ENDPOINT = "http://127.0.0.1:6006"  # Phoenix's own default (UI, REST API and OTLP/HTTP)
 
@@ -48,6 +49,7 @@ class WorkerOptions(BaseModel):
 
     queue_size: int = field("worker.queue_size")
     evaluation_timeout_s: float = field("worker.evaluation_timeout_s")
+    hold_timeout_s: float = field("worker.hold_timeout_s")
     shutdown_timeout_s: float = field("worker.shutdown_timeout_s")
 
     @model_validator(mode="before")
@@ -85,7 +87,8 @@ class Settings:
     prometheus_port: int | None  # None: no /metrics endpoint
     prometheus_host: str
     metrics_exporter: str = "otlp"  # OTEL_METRICS_EXPORTER; "none": no OTLP metrics
-    evaluation_placement: str = "child"  # child of the RAG span, or "linked": a trace of its own
+    # rag_span (on the RAG span, held until scored), child (a child span) or linked (a trace of its own)
+    evaluation_placement: str = "rag_span"
     annotations: str | None = None  # "phoenix": one annotation per scored RAG span (and its trace)
     phoenix_endpoint: str = DEFAULT_PHOENIX_ENDPOINT
     phoenix_api_key: str | None = None
@@ -236,7 +239,7 @@ def build_settings(
         prometheus_host=top["prometheus_host"],
         metrics_exporter=otel["metrics_exporter"],
         evaluation_placement=_choice(
-            "evaluation_placement", evaluation_placement, ("child", "linked"), top["evaluation_placement"]
+            "evaluation_placement", evaluation_placement, PLACEMENTS, top["evaluation_placement"]
         ),
         annotations=None if sink == "none" else sink,
         phoenix_api_key=top["phoenix_api_key"],

@@ -45,10 +45,14 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         shown_name="`configure(scoring=\"remote\")`"),
     Option("configure.prometheus_host", "Address the /metrics endpoint listens on.",
         "127.0.0.1", ("FAITHTRACE_PROMETHEUS_HOST",), shown_name="Prometheus host (environment only)"),
-    Option("configure.evaluation_placement", "child: the evaluation span is the RAG span's child, in the "
-        "request's trace (tail sampling can keep a trace for its score); linked: a trace of its own, linked "
-        "to the RAG span (request traces keep the request's duration).",
-        "child", ("FAITHTRACE_EVALUATION_PLACEMENT",), parse_lower, choices=("child", "linked")),
+    Option("configure.evaluation_placement", "rag_span: the RAG span is held open until its evaluation is "
+        "on it (score, label, claims and steps as its attributes and events; its own start and end times), "
+        "then exported, and the judge's calls go to a trace of their own; child: an evaluation span, the RAG "
+        "span's child in the request's trace (the trace then lasts until scoring ends); linked: an "
+        "evaluation span in a trace of its own, linked to the RAG span. Spans scored where they cannot be "
+        "held (score_openinference, faithtrace serve) use linked for rag_span.",
+        "rag_span", ("FAITHTRACE_EVALUATION_PLACEMENT",), parse_lower,
+        choices=("rag_span", "child", "linked")),
     Option("configure.annotations", "phoenix: write each score as a faithfulness annotation on the RAG span "
         "and its trace through Phoenix's REST API (its list columns, charts and annotation filters read "
         "only those); no OTLP metrics then go to the OTLP endpoint (Phoenix rejects them) unless "
@@ -222,6 +226,10 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
     Option("worker.evaluation_timeout_s", "One evaluation (all its judge calls) is abandoned after this "
         "long.",
         120.0, ("FAITHTRACE_EVALUATION_TIMEOUT",), float, gt=0, local_default=900.0),
+    Option("worker.hold_timeout_s", "With evaluation_placement rag_span: seconds after the call returned "
+        "that its RAG span waits for its evaluation; then it is exported without it and the evaluation "
+        "goes to a linked trace when done. Keep it below a tail-sampling Collector's decision_wait.",
+        30.0, ("FAITHTRACE_HOLD_TIMEOUT",), float, gt=0, le=3600, local_default=45.0),
     Option("worker.shutdown_timeout_s", "How long interpreter exit (and a reconfiguration) waits for queued "
         "evaluations and their export.",
         5.0, ("FAITHTRACE_SHUTDOWN_TIMEOUT",), float, ge=0),

@@ -50,8 +50,11 @@ def configure(
             endpoint; the other ``OTEL_EXPORTER_OTLP_*`` variables (headers, ...) apply as usual.
         prometheus: serve ``/metrics`` at this port, or at ``FAITHTRACE_PROMETHEUS_PORT`` / 9464 when
             ``True``. Needs ``faithtrace[prometheus]``.
-        evaluation_placement: ``"child"`` (the RAG span's child, in the request's trace: tail sampling can
-            keep a trace for its score) or ``"linked"`` (a trace of its own, linked to the RAG span).
+        evaluation_placement: ``"rag_span"`` (the default: the RAG span is held until its evaluation is on
+            it, keeping its own start and end times; the judge's calls go to a trace of their own),
+            ``"child"`` (an evaluation span, the RAG span's child in the request's trace, which then lasts
+            until scoring ends) or ``"linked"`` (an evaluation span in a trace of its own, linked to the RAG
+            span).
         annotations: ``"phoenix"``: each score as a ``faithfulness`` annotation on the RAG span and its trace,
             through Phoenix's REST API.
         phoenix_endpoint: Phoenix's base URL for those annotations.

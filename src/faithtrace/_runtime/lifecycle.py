@@ -72,7 +72,9 @@ def flush(timeout: float = 30.0, *, evaluations: bool = True) -> bool:
     """Wait until every queued evaluation has finished and its telemetry is exported.
 
     A decorated call's own span is ended and exported by faithtrace's worker a moment after the call
-    returns. With ``evaluations=False`` this waits only for those spans, not for any scoring.
+    returns, or, with ``evaluation_placement="rag_span"`` (the default), once its evaluation is on it. With
+    ``evaluations=False`` this waits only until every such span is ended or held for its evaluation, not for
+    any scoring.
     Returns False when ``timeout`` seconds passed first.
     """
     rt = RUNTIME
@@ -86,8 +88,9 @@ def shutdown(timeout: float = 30.0) -> ShutdownReport:
     (plus a fraction of a second).
 
     What could not be done in time is given up and reported: the returned ``ShutdownReport`` counts the
-    evaluations abandoned and cancelled (also counted as ``dropped`` in the evaluations metric) and says
-    whether the exporters confirmed; a warning is logged when anything was lost. Only the providers faithtrace
+    evaluations abandoned and cancelled (also counted as ``dropped`` in the evaluations metric) and the RAG
+    spans that were held for them and are exported without them, and says whether the exporters confirmed;
+    a warning is logged when anything was lost. Only the providers faithtrace
     set up itself are shut down, never the app's. The decorator is a pass-through afterwards, until the next
     ``configure()``. Runs at interpreter exit with the worker's ``shutdown_timeout_s``.
     """
@@ -106,6 +109,7 @@ def shutdown(timeout: float = 30.0) -> ShutdownReport:
         unfinished_spans=report.unfinished_spans,
         telemetry_flushed=report.telemetry_flushed and owned_down,
         elapsed_s=time.monotonic() - started,
+        released_spans=report.released_spans,
     )
     _report(report, "shutdown")
     return report
@@ -115,11 +119,13 @@ def _report(report: ShutdownReport, during: str) -> None:
     if report.complete:
         return
     safety.logger.warning(
-        "faithtrace: %s after %.1f s lost %d queued and %d running evaluation(s), %d unfinished span(s)%s",
+        "faithtrace: %s after %.1f s lost %d queued and %d running evaluation(s) (%d RAG span(s) exported "
+        "without theirs), %d unfinished span(s)%s",
         during,
         report.elapsed_s,
         report.abandoned,
         report.cancelled,
+        report.released_spans,
         report.unfinished_spans,
         "" if report.telemetry_flushed else "; telemetry export did not finish in time",
     )
@@ -134,6 +140,7 @@ def _new(
         meter_provider,
         queue_depth=_queue_depth,
         first_worker=_register_at_exit,
+        held_spans=_held_spans,
         closed=closed,
     )
 
@@ -141,6 +148,11 @@ def _new(
 def _queue_depth() -> int:
     rt = RUNTIME
     return rt.depth() if rt is not None else 0
+
+
+def _held_spans() -> int:
+    rt = RUNTIME
+    return rt.held_count() if rt is not None else 0
 
 
 def _at_exit() -> None:

@@ -13,6 +13,10 @@ The request path starts the span and wraps it in a ``PendingSpan``. From then on
   ``span.end(end_time=...)`` with the exporters' work behind it. The span's timing is the call's own; only its
   export moves off the host's thread. When the worker cannot take the call (inbox full, shutting down) the
   host's thread runs ``finish`` itself, which is slower but bounded.
+* With ``holds`` (placement ``rag_span``), a queued evaluation takes the span with it instead, as a
+  ``HeldSpan`` in the job: ``end_held`` ends it at the call's end time, with its evaluation once that is done,
+  or without it at the hold deadline or at shutdown (``held_spans`` keeps the deadlines). A dropped evaluation
+  leaves the span to end here at once.
 
 Every call into the span is a call into the app's tracing (its span processors run when the span ends), so
 each goes through ``_telemetry.host_spans``: what the app's tracing raises is recorded as the host's error,
@@ -22,7 +26,7 @@ never raised into the host's call nor counted as faithtrace's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.trace import Span, Tracer
 from opentelemetry.util.types import AttributeValue
@@ -32,7 +36,7 @@ from faithtrace._common.secrets import scrub_secrets
 from faithtrace._telemetry import host_spans, spans
 from faithtrace._telemetry import names as n
 from faithtrace._telemetry.metrics import count_outcome
-from faithtrace._telemetry.records import Captured, FunctionStats, Job
+from faithtrace._telemetry.records import Captured, FunctionStats, HeldSpan, Job
 
 if TYPE_CHECKING:
     from faithtrace._config.scoring_options import ScoringOptions
@@ -41,6 +45,14 @@ if TYPE_CHECKING:
 
 Attributes = dict[str, AttributeValue]
 Offer = Callable[[Job], bool]  # queue an evaluation; False when it was dropped
+
+
+class Holds(Protocol):
+    """Where held spans wait for their evaluation (``held_spans.HeldSpans``)."""
+
+    def hold(self, span: Span, end_ns: int, ended_at: float) -> HeldSpan: ...
+
+    def cancel(self, held: HeldSpan) -> None: ...
 
 
 class PendingSpan:
@@ -97,30 +109,40 @@ class PendingSpan:
         offer: Offer,
         remote: ScoringOptions | None = None,
         tracer: Tracer | None = None,
+        holds: Holds | None = None,
     ) -> None:
         """Attributes, job (queued by ``offer``, or dropped), end. Never raises, except for our bugs in
         strict mode. With ``remote`` (scoring="remote"), the span carries the texts for ``faithtrace serve``
         cut to those scoring limits, and nothing is queued. With ``tracer``, the documents also go on a
-        RETRIEVER child span (where Phoenix shows documents)."""
+        RETRIEVER child span (where Phoenix shows documents). With ``holds``, a queued evaluation holds the
+        span open until it is on it (the span is then not ended here)."""
         self.span = host_spans.guarded(self.span)  # the app's span processors may raise: see the docstring
+        held = False
         try:
             with safety.handle_internal_errors("finishing a span"):
-                self._attributes_and_job(capture, offer, remote, tracer)
+                held = self._attributes_and_job(capture, offer, remote, tracer, holds)
         finally:
-            self.span.end(end_time=self.end_ns)
+            if not held:
+                self.span.end(end_time=self.end_ns)
 
     def _attributes_and_job(
-        self, capture: CaptureOptions, offer: Offer, remote: ScoringOptions | None, tracer: Tracer | None
-    ) -> None:
+        self,
+        capture: CaptureOptions,
+        offer: Offer,
+        remote: ScoringOptions | None,
+        tracer: Tracer | None,
+        holds: Holds | None,
+    ) -> bool:
+        """True when the queued job holds the span (it must not be ended here)."""
         span, stats, captured = self.span, self.stats, self.captured
         if captured is None:
             self._not_scored(self.problem)
-            return
+            return False
         recording = span.is_recording()
         if remote is not None:
             if recording:
                 span.set_attributes(spans.remote_attributes(captured, stats.name, capture, remote))
-            return
+            return False
         attrs = spans.rag_attributes(captured, stats.name, capture) if recording else {}
         if captured.answer is None:
             problem = "no answer found in the return value: pass answer="
@@ -132,9 +154,10 @@ class PendingSpan:
             if recording:
                 span.set_attributes(attrs)
             self._not_scored(problem)
-            return
+            return False
         assert captured.answer is not None
         assert captured.contexts is not None
+        held = holds.hold(span, self.end_ns, self.ended_at) if holds is not None and recording else None
         job = Job(
             span_context=span.get_span_context(),
             stats=stats,
@@ -143,17 +166,23 @@ class PendingSpan:
             answer=captured.answer,
             enqueued_ns=self.end_ns,
             enqueued_at=self.ended_at,
+            held=held,
         )
-        if offer(job):
-            attrs[n.SAMPLED] = True
-        else:
-            count_outcome(stats, n.OUTCOME_DROPPED)
-            attrs[n.SAMPLED] = False
-            attrs[n.SAMPLING_REASON] = n.SAMPLING_REASON_QUEUE_FULL
+        # Everything the span gets here is set before the job is offered: once queued, the evaluation may
+        # end a held span at any moment (on the host's thread, the dispatcher can start the job at once).
         if recording:
+            attrs[n.SAMPLED] = True
             span.set_attributes(attrs)
             if tracer is not None:
                 spans.emit_retriever(tracer, span, attrs, stats.name, self.end_ns)
+        if offer(job):
+            return held is not None
+        if held is not None and holds is not None:
+            holds.cancel(held)  # nothing to wait for: the span ends here, now
+        count_outcome(stats, n.OUTCOME_DROPPED)
+        if recording:
+            span.set_attributes({n.SAMPLED: False, n.SAMPLING_REASON: n.SAMPLING_REASON_QUEUE_FULL})
+        return False
 
     def _not_scored(self, problem: str) -> None:
         stats, outcome = self.stats, self.outcome
@@ -184,3 +213,19 @@ class PendingSpan:
             f"{self.field}: " if self.field else "",
             problem,
         )
+
+
+def end_held(held: HeldSpan, record: Callable[[Span], object] | None = None, reason: str = "") -> None:
+    """End a span held for its evaluation, at its call's end time: with the evaluation, which ``record`` puts
+    on it, or without (``reason``: the deadline, shutdown), saying why and that the evaluation goes to a
+    trace of its own. The caller has claimed it (``HeldSpan.claim``), so this runs once per span. Guarded
+    like ``finish``: the app's span processors run when it ends."""
+    span = host_spans.guarded(held.span)
+    try:
+        with safety.handle_internal_errors("recording an evaluation on its span"):
+            if record is not None:
+                record(span)
+            else:
+                span.set_attributes({n.HOLD_REASON: reason, n.EVAL_PLACEMENT: n.PLACEMENT_LINKED})
+    finally:
+        span.end(end_time=held.end_ns)

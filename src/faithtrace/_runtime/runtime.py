@@ -15,20 +15,23 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import trace
+from opentelemetry.trace import SpanContext
 
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
 from faithtrace._runtime import thread_watch
-from faithtrace._runtime.pending_span import Offer, PendingSpan
+from faithtrace._runtime.held_spans import HeldSpans
+from faithtrace._runtime.pending_span import Offer, PendingSpan, end_held
 from faithtrace._runtime.sampling import Sampler
 from faithtrace._runtime.worker import Closed, Worker
 from faithtrace._telemetry import annotations as ft_annotations
-from faithtrace._telemetry import host_spans, setup, spans
+from faithtrace._telemetry import evaluation, host_spans, setup
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
+from faithtrace._telemetry.own_traces import own_tracer
 from faithtrace._telemetry.records import Job
 from faithtrace._version import __version__
-from faithtrace.scoring.models import ErrorInfo
+from faithtrace.scoring.models import ErrorInfo, FaithfulnessResult
 from faithtrace.scoring.scorer import Scorer
 
 # Returned calls waiting for the worker to finish their spans. Each holds at most the capped texts of one
@@ -60,6 +63,7 @@ class ShutdownReport:
         unfinished_spans: decorated calls whose span could not be ended (a span processor of the app blocked).
         telemetry_flushed: the exporters confirmed everything within the deadline.
         elapsed_s: how long the shutdown took.
+        released_spans: RAG spans held for an evaluation that could not finish, exported without it.
     """
 
     abandoned: int = 0
@@ -67,6 +71,7 @@ class ShutdownReport:
     unfinished_spans: int = 0
     telemetry_flushed: bool = True
     elapsed_s: float = 0.0
+    released_spans: int = 0
 
     @property
     def dropped(self) -> int:
@@ -92,6 +97,7 @@ class Runtime:
         *,
         queue_depth: Callable[[], int],
         first_worker: Callable[[], None],
+        held_spans: Callable[[], int] = lambda: 0,
         closed: bool = False,
     ) -> None:
         self.settings = settings
@@ -105,7 +111,10 @@ class Runtime:
         # The worker's spans (evaluation, judge calls, retriever) through a tracer whose spans never raise:
         # the app's span processors run when they start and end (see ``host_spans``).
         self.worker_tracer = host_spans.GuardedTracer(self.tracer)
-        self.instruments = ft_metrics.instruments_for(meter_provider, queue_depth)
+        # faithtrace's own traces (the judge's calls, evaluations in a trace of their own): made on first use,
+        # from the provider as it is then (a global provider may be set after configure()).
+        self._own_tracer: trace.Tracer | None = None
+        self.instruments = ft_metrics.instruments_for(meter_provider, queue_depth, held_spans)
         self.sampler = Sampler(settings.sampling)
         self.annotations = ft_annotations.sink_for(
             settings.annotations,
@@ -118,6 +127,9 @@ class Runtime:
         self.scorer = Scorer(settings.judge, settings.scoring, settings.worker.evaluation_timeout_s)
         # scoring="remote": spans carry the texts for `faithtrace serve`, nothing is scored here.
         self._remote = settings.scoring if settings.remote else None
+        # placement rag_span: a RAG span stays open until its evaluation is on it (bounded: held_spans).
+        holding = settings.evaluation_placement == n.PLACEMENT_RAG_SPAN and not settings.remote
+        self.held = HeldSpans(settings.worker.hold_timeout_s) if holding else None
         self._first_worker = first_worker
         self._worker: Worker | None = None
         self._closed = closed
@@ -130,16 +142,16 @@ class Runtime:
         if worker is None:
             pending.finish(self.capture, _refuse, self._remote, self.worker_tracer)
         elif not worker.handoff(pending):
-            pending.finish(self.capture, worker.offer, self._remote, self.worker_tracer)
+            pending.finish(self.capture, worker.offer, self._remote, self.worker_tracer, self.held)
 
     def _start_worker(self) -> Worker | None:
         with self._lock:
             if self._worker is None and not self._closed:
                 self._first_worker()
-                capture, remote, tracer = self.capture, self._remote, self.worker_tracer
+                capture, remote, tracer, held = self.capture, self._remote, self.worker_tracer, self.held
 
                 def finish(pending: PendingSpan, offer: Offer) -> None:
-                    pending.finish(capture, offer, remote, tracer)
+                    pending.finish(capture, offer, remote, tracer, held)
 
                 self._worker = Worker(
                     finish,
@@ -147,6 +159,7 @@ class Runtime:
                     queue_size=self.settings.worker.queue_size,
                     concurrency=self.settings.concurrency,
                     inbox_size=_INBOX_SIZE,
+                    **({"tick": held.expire} if held is not None else {}),
                 )
             return self._worker
 
@@ -167,24 +180,58 @@ class Runtime:
         worker = self._worker
         return worker.depth() if worker is not None else 0
 
+    def held_count(self) -> int:
+        return len(self.held) if self.held is not None else 0
+
+    @property
+    def own_tracer(self) -> trace.Tracer:
+        """The tracer of faithtrace's own traces (``own_traces``), guarded like the worker's."""
+        if self._own_tracer is None:
+            self._own_tracer = host_spans.GuardedTracer(own_tracer(self.tracer_provider))
+        return self._own_tracer
+
     # --- worker side ---------------------------------------------------------------------------------------
     async def score_job(self, job: Job) -> None:
         """Score one queued job and turn the result into telemetry. Never raises (but in strict mode)."""
         started_ns = time.time_ns()
         result = await self.scorer.score(job.query, job.contexts, job.answer)
+        finished_ns = time.time_ns()
         if result.error is not None and result.error.type in _JUDGE_SETUP_ERRORS:
             self._warn_judge_failure(result.error)
         with safety.handle_internal_errors("evaluation telemetry"):
-            placement = self.settings.evaluation_placement
-            evaluation = spans.emit_evaluation(
-                self.worker_tracer, job, result, started_ns, self.capture, placement
-            )
+            emitted = self._emit(job, result, started_ns, finished_ns)
             if self.annotations is not None:
-                item = ft_annotations.annotation(job.span_context, result, evaluation, self.capture)
+                item = ft_annotations.annotation(job.span_context, result, emitted, self.capture)
                 self.annotations.add(item)
                 self.annotations.add(ft_annotations.trace_annotation(item, job.span_context), "trace")
             self.instruments.record_evaluation(job.stats, result, time.monotonic() - job.enqueued_at)
             self.sampler.record_spend(result.input_tokens + result.output_tokens, result.cost_usd)
+
+    def _emit(
+        self, job: Job, result: FaithfulnessResult, started_ns: int, finished_ns: int
+    ) -> SpanContext | None:
+        """Put the evaluation where its placement says; the context of the evaluation span made, if any.
+
+        A held RAG span gets it (and is ended at its call's end time), the judge's calls a trace of their own.
+        With ``child`` it goes on a child span in the request's trace. Otherwise (``linked``; a held span the
+        deadline or shutdown already exported; a RAG span that was never ours to hold) to a trace of its own.
+        """
+        capture, held = self.capture, job.held
+        if held is not None and self.held is not None and self.held.release(held, n.HOLD_EVALUATED):
+            end_held(
+                held,
+                lambda span: evaluation.record_on_rag_span(
+                    span, job, result, started_ns, capture, finished_ns
+                ),
+            )
+            return evaluation.emit_judge_trace(self.own_tracer, job, result, started_ns, capture)
+        if self.settings.evaluation_placement == n.PLACEMENT_CHILD:
+            return evaluation.emit_evaluation(
+                self.worker_tracer, job, result, started_ns, capture, n.PLACEMENT_CHILD, finished_ns
+            )
+        return evaluation.emit_evaluation(
+            self.own_tracer, job, result, started_ns, capture, n.PLACEMENT_LINKED, finished_ns
+        )
 
     def _warn_judge_failure(self, error: ErrorInfo) -> None:
         """Say once a minute per kind that evaluations fail for want of a working judge, and how to fix it:
@@ -241,6 +288,8 @@ class Runtime:
             closed = worker.close(deadline - reserve)
             for job in (*closed.abandoned, *closed.cancelled):
                 ft_metrics.count_outcome(job.stats, n.OUTCOME_DROPPED)
+        # Whatever is still held has no evaluation coming in time: exported as it is, before the flush below.
+        released = self.held.release_all(n.HOLD_SHUTDOWN) if self.held is not None else 0
         if self.annotations is not None:
             reserve = min(_MAX_EXPORT_RESERVE_S, _EXPORT_SHARE * max(0.0, deadline - time.monotonic()))
             self.annotations.close(max(0.0, deadline - reserve - time.monotonic()))
@@ -251,6 +300,7 @@ class Runtime:
             unfinished_spans=closed.unfinished_spans,
             telemetry_flushed=flushed,
             elapsed_s=time.monotonic() - started,
+            released_spans=released,
         )
 
     def providers(self) -> list[Any]:
@@ -265,6 +315,8 @@ class Runtime:
         # The worker's threads do not exist in the child; its queue and locks may be in any state.
         self._worker = None
         self._lock = threading.Lock()
+        if self.held is not None:
+            self.held.forget()
         self.scorer.after_fork()
         self.sampler.after_fork()
         if self.annotations is not None:

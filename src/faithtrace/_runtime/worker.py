@@ -9,6 +9,9 @@ Two bounded stages, both fed without blocking and both drained by one dispatcher
 * the **jobs**: evaluations waiting for one of ``concurrency`` slots on the event loop. A job that finds them
   full is dropped and counted by the caller.
 
+Between the two, each turn runs ``tick`` (the held RAG spans' deadlines: ``held_spans``), whose answer, the
+seconds until the next deadline, bounds how long the dispatcher sleeps.
+
 The host's threads only ever call ``handoff()``: a length check, a deque append and, only when the dispatcher
 has been idle for a while, one event set. While calls keep coming the dispatcher looks at the inbox every few
 milliseconds instead of being woken per call: on busy cores, waking another thread can cost the calling thread
@@ -64,8 +67,10 @@ class Worker:
         queue_size: int,
         concurrency: int,
         inbox_size: int,
+        tick: Callable[[], float] = lambda: _IDLE_WAIT_S,
     ) -> None:
         self._finish = finish
+        self._tick = tick
         self._handler = handler
         self._inbox: collections.deque[PendingSpan] = collections.deque()
         self._inbox_size = inbox_size
@@ -176,19 +181,27 @@ class Worker:
             if self._stopping:
                 self._drain_inbox()
                 return
+            next_tick = self._run_tick()
             if time.monotonic() < active_until:
                 # Polling: handoffs see ``_sleeping`` false and do not set the event. flush(), close() and
                 # finished jobs still do, and cut the wait short.
                 if not self._has_work():
-                    self._wake.wait(_POLL_S)
+                    self._wake.wait(min(_POLL_S, next_tick))
             else:
                 # Announce sleep before the last look at the inbox: a handoff after that look sees the flag
                 # and sets the event, one before it is seen here, so no wake-up is lost.
                 self._sleeping = True
                 if not self._has_work():
-                    self._wake.wait(_IDLE_WAIT_S)
+                    self._wake.wait(min(_IDLE_WAIT_S, next_tick))
                 self._sleeping = False
             self._wake.clear()
+
+    def _run_tick(self) -> float:
+        try:
+            return max(0.0, self._tick())
+        except BaseException as exc:  # the tick swallows all but faithtrace bugs under pytest
+            self._keep(exc)
+            return _IDLE_WAIT_S
 
     def _has_work(self) -> bool:
         return bool(self._inbox) or bool(self._jobs and self._running < self._concurrency)

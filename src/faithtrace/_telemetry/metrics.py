@@ -92,6 +92,18 @@ def _observe_exporter_errors(_options: CallbackOptions) -> Iterable[Observation]
     return [Observation(setup.prometheus_bind_failures, {n.EXPORTER: "prometheus"})]
 
 
+# RAG spans released from their hold, by reason (see names.HOLD_REASONS): plain integers, as for the calls.
+hold_releases: dict[str, int] = dict.fromkeys(n.HOLD_REASONS, 0)
+
+
+def count_hold_release(reason: str) -> None:
+    hold_releases[reason] = hold_releases.get(reason, 0) + 1
+
+
+def _observe_hold_releases(_options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(v, {n.HOLD_REASON: k}) for k, v in list(hold_releases.items())]
+
+
 def _observe_annotations(_options: CallbackOptions) -> Iterable[Observation]:
     from faithtrace._telemetry.annotations import counts
 
@@ -112,6 +124,7 @@ class Instruments:
         *,
         process: bool = True,
         queue_depth: Callable[[], int] = lambda: 0,
+        held_spans: Callable[[], int] = lambda: 0,
     ) -> None:
         self.score = meter.create_histogram(
             n.METRIC_SCORE,
@@ -190,6 +203,19 @@ class Instruments:
             unit="{evaluation}",
             description="Evaluations queued or running",
         )
+        meter.create_observable_gauge(
+            n.METRIC_HELD_SPANS,
+            [lambda _options: [Observation(held_spans())]],
+            unit="{span}",
+            description="RAG spans held open until their evaluation is on them",
+        )
+        meter.create_observable_counter(
+            n.METRIC_HOLD_RELEASES,
+            [_observe_hold_releases],
+            unit="{span}",
+            description="Held RAG spans exported, by reason: evaluated (with their evaluation), deadline "
+            "(without it, at the hold deadline), shutdown (without it, by shutdown())",
+        )
 
     def record_evaluation(self, stats: FunctionStats, result: FaithfulnessResult, duration_s: float) -> None:
         """Metrics of one finished evaluation (called on the worker's thread)."""
@@ -234,15 +260,17 @@ _instruments: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDicti
 _instruments_lock = threading.Lock()
 
 
-def instruments_for(meter_provider: Any, queue_depth: Callable[[], int]) -> Instruments:
+def instruments_for(
+    meter_provider: Any, queue_depth: Callable[[], int], held_spans: Callable[[], int] = lambda: 0
+) -> Instruments:
     """The instruments on ``meter_provider`` (None: the global one), created on first use; ``queue_depth``
-    reads the evaluations queued or running in this process."""
+    reads the evaluations queued or running in this process, ``held_spans`` the RAG spans held for theirs."""
     provider = meter_provider if meter_provider is not None else metrics.get_meter_provider()
     with _instruments_lock:
         found = _instruments.get(provider)
         if found is None:
             meter = provider.get_meter(n.INSTRUMENTATION_SCOPE, __version__)
-            found = Instruments(meter, queue_depth=queue_depth)
+            found = Instruments(meter, queue_depth=queue_depth, held_spans=held_spans)
             _instruments[provider] = found
         return found
 

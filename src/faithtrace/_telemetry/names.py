@@ -17,6 +17,15 @@ INSTRUMENTATION_SCOPE: Final = "faithtrace"
 
 # --- spans -------------------------------------------------------------------------------------------------
 EVALUATION_SPAN: Final = "evaluate faithfulness"  # "{gen_ai.operation.name} {gen_ai.evaluation.name}"
+# Where an evaluation goes: on the RAG span itself (held until scored), a child span, or a trace of its own.
+PLACEMENT_RAG_SPAN: Final = "rag_span"
+PLACEMENT_CHILD: Final = "child"
+PLACEMENT_LINKED: Final = "linked"
+PLACEMENTS: Final = (PLACEMENT_RAG_SPAN, PLACEMENT_CHILD, PLACEMENT_LINKED)
+# faithtrace's own traces (the judge's calls, an evaluation in a trace of its own) are filed under the app's
+# service.name (and Phoenix project) with this suffix: the app's latency, cost and error views hold only the
+# app's spans.
+OWN_TRACES_SUFFIX: Final = "-faithtrace"
 # A custom gen_ai.operation.name value: the registry has none for evaluations.
 EVALUATION_OPERATION: Final = "evaluate"
 JUDGE_OPERATION: Final = "chat"  # judge call spans are named "chat {model}", kind CLIENT
@@ -88,12 +97,22 @@ EVAL_CLAIMS_IDK: Final = "faithtrace.evaluation.claims.idk"
 EVAL_CLAIMS_UNJUDGED: Final = "faithtrace.evaluation.claims.unjudged"  # not judged, not in the score
 EVAL_CLAIM_EVENTS_DROPPED: Final = "faithtrace.evaluation.claim_events.dropped"
 EVAL_QUEUE_WAIT: Final = "faithtrace.evaluation.queue_wait_s"
+EVAL_DURATION: Final = "faithtrace.evaluation.duration_s"  # the pipeline's own time, queue wait excluded
+# Where the evaluation went (rag_span, child, linked), on the RAG span and on an evaluation span.
+EVAL_PLACEMENT: Final = "faithtrace.evaluation.placement"
+# On a RAG span carrying its evaluation: why the evaluation failed (the span's status and error.type stay
+# the app's call's).
+EVAL_ERROR_TYPE: Final = "faithtrace.evaluation.error.type"
+EVAL_ERROR_MESSAGE: Final = "faithtrace.evaluation.error.message"
 EVAL_INPUT_TOKENS: Final = "faithtrace.evaluation.input_tokens"
 EVAL_OUTPUT_TOKENS: Final = "faithtrace.evaluation.output_tokens"
 EVAL_COST_USD: Final = "faithtrace.evaluation.cost_usd"
 EVAL_LLM_CALLS: Final = "faithtrace.evaluation.llm_calls"
 JUDGE_MODEL: Final = "faithtrace.judge.model"
 
+# Claim and step events are named per claim and per step ("faithtrace.claim 2: contradicted",
+# "faithtrace.step verdicts"): trace UIs show an event's name in its collapsed header, and one name for all
+# would read "faithtrace.claim" n times. Match them by these prefixes.
 CLAIM_EVENT: Final = "faithtrace.claim"
 CLAIM_INDEX: Final = "faithtrace.claim.index"
 CLAIM_TEXT: Final = "faithtrace.claim.text"
@@ -128,11 +147,17 @@ EVAL_DETECTOR_ERROR: Final = "faithtrace.evaluation.detector.error"
 STEP_EVENT: Final = "faithtrace.step"
 STEP_NAME: Final = "faithtrace.step.name"
 STEP_LLM_CALLS: Final = "faithtrace.step.llm_calls"
+# The judge's usage per step under faithtrace's names, never gen_ai.usage.* / gen_ai.request.model: on the
+# RAG span those would read as the app's own LLM usage to any backend that sums them.
+STEP_MODEL: Final = "faithtrace.step.model"
+STEP_INPUT_TOKENS: Final = "faithtrace.step.input_tokens"
+STEP_OUTPUT_TOKENS: Final = "faithtrace.step.output_tokens"
 STEP_COST_USD: Final = "faithtrace.step.cost_usd"
 STEP_DURATION: Final = "faithtrace.step.duration_s"
 STEP_CACHED: Final = "faithtrace.step.cached"
 JUDGE_ATTEMPT: Final = "faithtrace.judge.attempt"  # on a judge call span: 1, then retries
-# On an evaluation span in its own trace (placement="linked"): the RAG span it scores, as hex ids.
+# On an evaluation span in its own trace (placement="linked", the judge's trace, an evaluation after the hold
+# deadline): the RAG span it scores, as hex ids.
 EVAL_RAG_TRACE_ID: Final = "faithtrace.evaluation.rag.trace_id"
 EVAL_RAG_SPAN_ID: Final = "faithtrace.evaluation.rag.span_id"
 
@@ -157,6 +182,16 @@ METRIC_VERDICTS: Final = "faithtrace.evaluation.verdicts"  # counter by verdict
 METRIC_EVAL_DURATION: Final = "faithtrace.evaluation.duration"  # histogram, s, enqueue to result
 METRIC_JUDGE_COST: Final = "faithtrace.judge.cost"  # counter, USD
 METRIC_QUEUE_DEPTH: Final = "faithtrace.queue.depth"  # gauge
+# RAG spans held for their evaluation (placement rag_span): a gauge of those held now, and a counter of their
+# releases by faithtrace.hold.reason: evaluated (exported with it), deadline (exported without it at the hold
+# deadline; the evaluation follows in a linked trace), shutdown (exported without it by shutdown()).
+METRIC_HELD_SPANS: Final = "faithtrace.hold.spans"
+METRIC_HOLD_RELEASES: Final = "faithtrace.hold.releases"
+HOLD_REASON: Final = "faithtrace.hold.reason"
+HOLD_EVALUATED: Final = "evaluated"
+HOLD_DEADLINE: Final = "deadline"
+HOLD_SHUTDOWN: Final = "shutdown"
+HOLD_REASONS: Final = (HOLD_EVALUATED, HOLD_DEADLINE, HOLD_SHUTDOWN)
 # The judge's own usage: the shape of the GenAI client metrics (gen_ai.client.token.usage and
 # gen_ai.client.operation.duration, same attributes and units) under our own names, so that a host's GenAI
 # instrumentation never mixes the judge's requests into the app's LLM usage.
@@ -217,3 +252,20 @@ DURATION_BUCKETS: Final = (
     81.92,
 )
 TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
+
+
+def claim_event(index: int, status: str) -> str:
+    """The event name of claim ``index`` (from 0): its number from 1 and what its verdict means."""
+    return f"{CLAIM_EVENT} {index + 1}: {status}"
+
+
+def step_event(step: str) -> str:
+    return f"{STEP_EVENT} {step}"
+
+
+def is_claim_event(name: str) -> bool:
+    return name.startswith(CLAIM_EVENT + " ")
+
+
+def is_step_event(name: str) -> bool:
+    return name.startswith(STEP_EVENT + " ")

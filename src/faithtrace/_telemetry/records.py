@@ -6,11 +6,12 @@ They live here, in the lowest layer that reads them, so that telemetry never imp
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import Span, SpanContext
 
 
 class Reason(IntEnum):
@@ -55,8 +56,39 @@ class Captured:
     answer: str | None
 
 
+class HeldSpan:
+    """A RAG span left open until its evaluation is on it (placement ``rag_span``), and what ending it needs.
+
+    Exactly one party ends it: the evaluation when it is done, the hold's deadline, or shutdown. Each calls
+    ``claim()`` first and only the first one gets True; the span is faithtrace's own (never the host's), and
+    it ends at ``end_ns``, the call's own end, whoever ends it and whenever.
+    """
+
+    __slots__ = ("_claimed", "_lock", "deadline", "end_ns", "span")
+
+    def __init__(self, span: Span, end_ns: int, deadline: float) -> None:
+        self.span = span
+        self.end_ns = end_ns  # wall clock when the call returned: the span's end time
+        self.deadline = deadline  # monotonic: exported without its evaluation from then on
+        self._lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        """True for the first caller only: that caller ends the span."""
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    @property
+    def claimed(self) -> bool:
+        return self._claimed
+
+
 class Job(NamedTuple):
-    """One evaluation to run: plain text and ids only, nothing mutable from the host."""
+    """One evaluation to run: plain text and ids only, nothing mutable from the host (``held`` is
+    faithtrace's own span, when the evaluation is to go on it)."""
 
     span_context: SpanContext  # the RAG span the evaluation belongs to
     stats: FunctionStats  # the decorated function's counters
@@ -65,3 +97,4 @@ class Job(NamedTuple):
     answer: str
     enqueued_ns: int  # wall clock when the call returned, for the evaluation span
     enqueued_at: float  # monotonic, for durations
+    held: HeldSpan | None = None  # the RAG span itself, held open for this evaluation (placement rag_span)

@@ -153,6 +153,7 @@ class StepUsage(BaseModel):
     cost_usd: float | None = None  # None when the model's price is unknown (e.g. a local model)
     duration_s: float = 0.0
     cached: bool = False
+    ended_ns: int | None = None  # wall clock when the step finished (where its event is placed in a trace)
 
 
 class ErrorInfo(BaseModel):

@@ -38,6 +38,7 @@ def step_usage(
         cost_usd=cost,
         duration_s=duration_s,
         cached=cached,
+        ended_ns=time.time_ns(),
     )
 
 

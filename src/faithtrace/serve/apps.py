@@ -1,9 +1,12 @@
 """Telemetry on each app's behalf: one tracer and meter provider per incoming resource, kept in a bounded LRU.
 
-Evaluation spans carry the app's resource exactly as it arrived, so a trace store files them with the app's
-own spans. Metrics carry the app's resource too, with ``service.instance.id`` set to this scorer replica: N
-replicas each export cumulative counters for the same app, and without a distinct instance they would
-overwrite each other's series (sum over instances for the app's total).
+Evaluation spans in the app's trace (placement ``child``) carry the app's resource exactly as it arrived, so
+a trace store files them with the app's own spans; those in a trace of their own (``linked``, the default
+here) carry it with ``service.name`` and the Phoenix project suffixed ``-faithtrace`` (``own_traces``), so
+that they never count in the app's latency, cost or errors. Metrics carry the app's resource too, with
+``service.instance.id`` set to this scorer replica: N replicas each export cumulative counters for the same
+app, and without a distinct instance they would overwrite each other's series (sum over instances for the
+app's total).
 
 Spans are exported synchronously per evaluation by ``export()``, and its result decides the OTLP answer:
 a request is acknowledged only once its results were accepted downstream. Exports queue behind one another,
@@ -31,6 +34,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from faithtrace._config import options
 from faithtrace._telemetry import metrics as ft_metrics
 from faithtrace._telemetry import names as n
+from faithtrace._telemetry.own_traces import own_resource_attributes
 from faithtrace._telemetry.records import FunctionStats
 from faithtrace._version import __version__
 
@@ -115,6 +119,11 @@ class App:
         self.tracer_provider = TracerProvider(resource=Resource(resource), shutdown_on_exit=False)
         self.tracer_provider.add_span_processor(self._collect)
         self.tracer = self.tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)
+        self._own_provider = TracerProvider(
+            resource=Resource(own_resource_attributes(resource)), shutdown_on_exit=False
+        )
+        self._own_provider.add_span_processor(self._collect)
+        self.own_tracer = self._own_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)
         metric_resource = Resource({**resource, "service.instance.id": instance_id})
         self.meter_provider = MeterProvider(
             metric_readers=[reader], resource=metric_resource, shutdown_on_exit=False
@@ -157,10 +166,11 @@ class App:
                     return
                 self._flush_again = False
 
-    def collect(self, emit: Callable[[trace.Tracer], object]) -> list[ReadableSpan]:
-        """The spans ``emit`` ends (call on one thread at a time: the event loop's)."""
+    def collect(self, emit: Callable[[trace.Tracer], object], *, own: bool = False) -> list[ReadableSpan]:
+        """The spans ``emit`` ends, made with the app's tracer or (``own``) that of faithtrace's own traces
+        (call on one thread at a time: the event loop's)."""
         self._collect.spans = []
-        emit(self.tracer)
+        emit(self.own_tracer if own else self.tracer)
         spans, self._collect.spans = self._collect.spans, []
         return spans
 
@@ -180,6 +190,7 @@ class App:
     def close(self) -> None:
         self.meter_provider.shutdown()
         self.tracer_provider.shutdown()
+        self._own_provider.shutdown()
         self._exporter.shutdown()
 
 

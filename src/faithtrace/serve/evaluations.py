@@ -26,7 +26,8 @@ from opentelemetry.trace import SpanContext, TraceFlags
 
 from faithtrace._common import safety
 from faithtrace._config.settings import Settings
-from faithtrace._telemetry import spans
+from faithtrace._telemetry import evaluation
+from faithtrace._telemetry import names as n
 from faithtrace._telemetry.records import FunctionStats, Job, Reason
 from faithtrace.judge import RETRYABLE
 from faithtrace.scoring.models import FaithfulnessResult
@@ -156,12 +157,26 @@ class Evaluations:
             started_ns = time.time_ns()
             # Cancelled (the drain's deadline) or failed here, the reservation stands: its calls are unknown.
             result = await self.scoring.score(job.query, job.contexts, job.answer)
+            finished_ns = time.time_ns()
         if _transient(result):
             self.counters.judge_retry += 1
             await self.fleet.finish(ticket, ident, result, exported=False)
             return "retry"
         capture = self.settings.capture
-        emitted = app.collect(lambda tracer: spans.emit_evaluation(tracer, job, result, started_ns, capture))
+        # The app's RAG span was exported before it got here: it cannot carry its evaluation. A child span
+        # would stretch the request's trace to the scoring's end, so, unless asked for, the evaluation goes to
+        # a trace of its own (docs/fleet.md, "Where the evaluation goes").
+        placement = (
+            n.PLACEMENT_CHILD
+            if self.settings.evaluation_placement == n.PLACEMENT_CHILD
+            else n.PLACEMENT_LINKED
+        )
+        emitted = app.collect(
+            lambda tracer: evaluation.emit_evaluation(
+                tracer, job, result, started_ns, capture, placement, finished_ns
+            ),
+            own=placement == n.PLACEMENT_LINKED,
+        )
         exported = await asyncio.to_thread(app.export, emitted)
         first = await self.fleet.finish(ticket, ident, result, exported)
         if not exported:

@@ -2,8 +2,10 @@
 
 A span processor on the app's tracer provider hands each ended span to the trace assembler (a dict lookup
 for a span that is not OpenInference), and queues each assembled trace on faithtrace's worker like a
-decorated call. The evaluation span joins the app's own trace as a child of the span that holds the question
-and answer; the texts are not copied onto it (they are already on the app's spans).
+decorated call. The app's spans have been handed to its exporters by then, so none can carry its
+evaluation: the evaluation span goes to a trace of its own, linked to the span that holds the question and
+answer (or, with ``evaluation_placement="child"``, joins the app's trace as that span's child, stretching
+the trace to the scoring's end). Phoenix annotations still put the score on the app's span.
 """
 
 from __future__ import annotations
@@ -196,8 +198,9 @@ def score_openinference(tracer_provider: Any = None, *, settle_s: float = 30.0) 
 
     One call after the app's instrumentation is set up: each trace's RETRIEVER documents and the question and
     answer of its root (or enclosing CHAIN) span are scored like a decorated call (same judge, sampling,
-    worker and telemetry), and the ``evaluate faithfulness`` span joins the app's trace. Calling it again
-    for the same provider returns the processor already installed.
+    worker and telemetry). The ``evaluate faithfulness`` span goes to a trace of its own linked to the app's
+    span (``evaluation_placement="child"``: into the app's trace). Calling it again for the same provider
+    returns the processor already installed.
 
     Args:
         tracer_provider: an SDK ``TracerProvider``; defaults to the global one.
