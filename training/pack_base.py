@@ -158,11 +158,22 @@ SHARD_BYTES = 15 * 2**20
 
 
 def save_transfer(
-    state: dict[str, np.ndarray], reference: dict[str, np.ndarray] | None, out: Path, extra: dict[str, Any]
+    state: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray] | None,
+    out: Path,
+    extra: dict[str, Any],
+    *,
+    exact: bool = False,
 ) -> None:
-    """Write ``state`` into ``out`` in shards; big tensors as 4-bit changes from ``reference``."""
+    """Write ``state`` into ``out`` in shards; big tensors as 4-bit changes from ``reference``.
+
+    ``exact``: tensors that equal ``reference`` are named, not stored (the finishing step takes them from the
+    same base), and every other tensor is stored whole: for weights trained where they are finished, which
+    need not travel.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    manifest: dict[str, Any] = {"group": GROUP, "code": "nf4-delta", "tensors": {}, "shards": [], **extra}
+    code = "exact" if exact else "nf4-delta"
+    manifest: dict[str, Any] = {"group": GROUP, "code": code, "tensors": {}, "shards": [], **extra}
     shard: dict[str, np.ndarray] = {}
     size = 0
 
@@ -177,8 +188,12 @@ def save_transfer(
     for name, tensor in state.items():
         ref = reference.get(name) if reference is not None else None
         stored: dict[str, np.ndarray]
+        if exact and ref is not None and np.array_equal(ref, tensor):
+            manifest["tensors"][name] = {"shape": list(tensor.shape), "delta": False, "from_base": True}
+            continue
         if (
-            ref is not None
+            not exact
+            and ref is not None
             and ref.shape == tensor.shape
             and tensor.ndim == 2
             and tensor.size >= MIN_PACKED
@@ -195,7 +210,7 @@ def save_transfer(
             shard[key] = value
             size += value.nbytes
     flush()
-    deltas = [n for n, info in manifest["tensors"].items() if info["delta"]]
+    deltas = [n for n, info in manifest["tensors"].items() if info["delta"] or info.get("from_base")]
     manifest["reference_fingerprint"] = fingerprint(reference, deltas) if reference is not None else None
     (out / "transfer.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
@@ -206,7 +221,7 @@ def load_transfer(
     """The state written by :func:`save_transfer`, rebuilt on ``reference``; and the manifest."""
     manifest = json.loads((folder / "transfer.json").read_text())
     want = manifest["reference_fingerprint"]
-    deltas = [n for n, info in manifest["tensors"].items() if info["delta"]]
+    deltas = [n for n, info in manifest["tensors"].items() if info["delta"] or info.get("from_base")]
     if want is not None and (reference is None or fingerprint(reference, deltas) != want):
         sys.exit(
             "the base weights here differ from those the model was trained from: unpack the same packed base"
@@ -219,7 +234,10 @@ def load_transfer(
         stored.update(load_file(str(folder / shard["file"])))
     state: dict[str, np.ndarray] = {}
     for name, info in manifest["tensors"].items():
-        if info["delta"]:
+        if info.get("from_base"):
+            assert reference is not None
+            state[name] = reference[name]
+        elif info["delta"]:
             assert reference is not None
             delta = dequantise(stored, name, info["shape"])
             state[name] = reference[name].astype(np.float32) + delta

@@ -8,9 +8,11 @@ the same text), the answer, and the answer's hallucinated character spans.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import random
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ __all__ = [
     "auroc",
     "examples_from_rows",
     "load_rows",
+    "main",
     "split_rows",
     "token_labels",
 ]
@@ -221,3 +224,41 @@ def token_labels(
         else:
             labels.append(FAITHFUL_LABEL)
     return labels
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m training.prep ids --part heldout``: the row ids of one part, as
+    ``benchmarks/judgment/accuracy.py --ids-from`` reads them, so that a judge is scored on exactly the
+    answers the detector was evaluated on."""
+    p = argparse.ArgumentParser(description="The row ids of one part of the detector's splits (JSON).")
+    p.add_argument("action", choices=("ids",))
+    p.add_argument("--data", type=Path, required=True, help="the RAGTruth-QA train file")
+    p.add_argument("--part", choices=("train", "validation", "heldout", "dev"), default="heldout")
+    p.add_argument("--validation-fraction", type=float, default=0.1)
+    p.add_argument("--heldout-fraction", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--out", type=Path, help="default: stdout")
+    args = p.parse_args(argv)
+    splits = split_rows(
+        load_rows(args.data),
+        validation_fraction=args.validation_fraction,
+        heldout_fraction=args.heldout_fraction,
+        seed=args.seed,
+    )
+    rows: list[dict[str, Any]] = getattr(splits, args.part)
+    doc = {
+        "subset": f"the {args.part} part of the detector's splits: {len(rows)} answers, "
+        f"{sum(1 for r in rows if r['spans'])} hallucinated",
+        "note": f"python -m training.prep ids --data {args.data.name} --part {args.part} --seed {args.seed} "
+        f"--validation-fraction {args.validation_fraction} --heldout-fraction {args.heldout_fraction}",
+        "row_ids": [str(r["id"]) for r in rows],
+    }
+    text = json.dumps(doc, indent=1) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,8 @@
 #   training/run.sh --prepare-carry         here: fetch + check mpnet, pack it and the data into training/.carry
 #   training/run.sh --gpu TRANSFER          GPU machine: train mpnet from training/.carry, trained weights -> TRANSFER
 #   training/run.sh --finish TRANSFER [OUT] here: export, quantise, check, figures -> OUT (default build/detector)
+#   training/run.sh --cpu-partial [OUT]     CPU: train the top layers only, from cached lower layers (default
+#                                           OUT build/detector-cpu); resumes where a killed run stopped
 #
 # Extra arguments after the mode's own go to `python -m training.train` (e.g. --epochs 4 --lr 3e-5).
 set -euo pipefail
@@ -59,6 +61,15 @@ case "$mode" in
     "$PY" -m training.pack_base unpack "$CARRY/base" "$base"
     data="$CARRY/ragtruth_qa_train.jsonl.gz"
     nice "$PY" -m training.train finish --base "$base" --data "$data" --transfer "$transfer" --out "$out" "$@" ;;
+  --cpu-partial)
+    out="${1:-build/detector-cpu}"; shift || true
+    "$PY" -m training.fetch_base mpnet --dest "$MPNET"
+    # One cache of layers 8, 10 and 11 serves --freeze-below 8, 10 and 11 (override after OUT). Everything
+    # resumes: the cache by shard, training from the checkpoint in OUT/.transfer. Lowest priority: hours of
+    # CPU on a machine others share.
+    nice -n 19 "$PY" -m training.train all --cpu --base "$MPNET" --data "${DATA:-$DATA_DEFAULT}" --out "$out" \
+      --cache "${CACHE:-$HOME/.cache/faithtrace/detector-cache}" --cache-layers 8 10 11 --freeze-below 10 \
+      --epochs 3 --lr 1e-4 --batch 16 --checkpoint-minutes 15 --resume --log-every 20 "$@" ;;
   *)
-    sed -n '2,11p' "$0"; exit 2 ;;
+    sed -n '2,13p' "$0"; exit 2 ;;
 esac

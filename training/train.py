@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import shutil
 import string
@@ -35,7 +36,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from tokenizers import Tokenizer
 from transformers import AutoConfig, AutoModelForTokenClassification
 
-from training import pack_base, prep, synth
+from training import cached, pack_base, prep, synth
 from training._contract import inputs, metrics
 from training.fetch_base import sha256_file
 
@@ -123,7 +124,9 @@ def token_probabilities(
 
 
 def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: float = 0.5) -> dict[str, Any]:
-    """Answer-level AUROC of the highest token probability, balanced accuracy at ``threshold``, token F1."""
+    """Answer-level AUROC of the highest token probability, balanced accuracy at ``threshold``, token F1.
+
+    A token is flagged when its probability reaches ``threshold``, as ``scoring.detector_threshold`` does."""
     if not data:
         return {"answers": 0}
     truth = [e.example.hallucinated for e in data]
@@ -131,7 +134,7 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
     tp = fp = fn = 0
     for e, p in zip(data, probs, strict=True):
         gold = np.array([label for label in e.labels if label != prep.IGNORE]) == HALLUCINATED_LABEL
-        pred = p > threshold
+        pred = p >= threshold
         tp += int((gold & pred).sum())
         fp += int((~gold & pred).sum())
         fn += int((gold & ~pred).sum())
@@ -139,7 +142,7 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
 
     confusion = metrics.Confusion()
     for hallucinated, score in zip(truth, top, strict=True):
-        confusion.add(hallucinated, score > threshold)
+        confusion.add(hallucinated, score >= threshold)
     area = metrics.auroc(top, truth)
     ba = confusion.balanced_accuracy
     return {
@@ -150,6 +153,39 @@ def figures(data: Sequence[Encoded], probs: Sequence[np.ndarray], threshold: flo
         "token_f1": None if math.isnan(f1) else round(f1, 4),
         "threshold": threshold,
     }
+
+
+def choose_threshold(data: Sequence[Encoded], probs: Sequence[np.ndarray]) -> float:
+    """The answer-level threshold on the highest token probability with the best balanced accuracy on ``data``
+    (an answer is flagged when its highest probability reaches the threshold)."""
+    truth = [e.example.hallucinated for e in data]
+    top = sorted({float(p.max()) for p in probs})
+    best, best_ba = 0.5, -1.0
+    for threshold in top:
+        confusion = metrics.Confusion()
+        for hallucinated, p in zip(truth, probs, strict=True):
+            confusion.add(hallucinated, float(p.max()) >= threshold)
+        ba = confusion.balanced_accuracy or 0.0
+        if ba > best_ba:
+            best, best_ba = threshold, ba
+    return best
+
+
+def write_scores(path: Path, parts: dict[str, list[Encoded]], probs: dict[str, list[np.ndarray]]) -> None:
+    """One line per answer: its part, id, origin, label and highest token probability, for comparisons with
+    other judges on the same rows (benchmarks)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for name, part in parts.items():
+            for e, p in zip(part, probs[name], strict=True):
+                row = {
+                    "part": name,
+                    "id": e.example.id,
+                    "origin": e.example.origin,
+                    "hallucinated": e.example.hallucinated,
+                    "risk": float(p.max()),
+                }
+                f.write(json.dumps(row) + "\n")
 
 
 def torch_prob_fn(model: torch.nn.Module, device: torch.device, bf16: bool) -> ProbFn:
@@ -310,25 +346,91 @@ _DATA_ARGS = (
 )
 
 
+class FullRoute:
+    """Every weight trains, from the token ids: the GPU run (and the tiny model)."""
+
+    def __init__(
+        self, model: torch.nn.Module, data: Prepared, device: torch.device, args: argparse.Namespace
+    ):
+        self.model, self.data, self.device = model, data, device
+        self.bf16 = device.type == "cuda"
+        self.eval_batch = args.eval_batch
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.model.parameters())
+
+    def loss(self, batch: Sequence[int], loss_fn: torch.nn.Module) -> torch.Tensor:
+        ids, mask, labels = pad_batch([self.data.train_data[i] for i in batch], self.data.pad_id)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            logits = self.model(
+                input_ids=torch.from_numpy(ids).to(self.device),
+                attention_mask=torch.from_numpy(mask).to(self.device),
+            ).logits
+        result: torch.Tensor = loss_fn(
+            logits.float().view(-1, 2), torch.from_numpy(labels).to(self.device).view(-1)
+        )
+        return result
+
+    def probabilities(self, part: str) -> list[np.ndarray]:
+        self.model.eval()
+        prob_fn = torch_prob_fn(self.model, self.device, self.bf16)
+        return token_probabilities(prob_fn, self.data.eval_data[part], self.data.pad_id, self.eval_batch)
+
+
+def _batches(train_data: Sequence[Encoded], batch: int, rng: random.Random) -> list[list[int]]:
+    """One epoch's batches: similar lengths together within shuffled chunks (less padding), still a random mix
+    across batches."""
+    order = list(range(len(train_data)))
+    rng.shuffle(order)
+    chunk = batch * 32
+    batches: list[list[int]] = []
+    for c in range(0, len(order), chunk):
+        block = sorted(order[c : c + chunk], key=lambda i: len(train_data[i].ids))
+        batches.extend(block[b : b + batch] for b in range(0, len(block), batch))
+    rng.shuffle(batches)
+    return batches
+
+
+# What a checkpoint must agree on with the run that resumes it.
+_RESUME_ARGS = ("lr", "batch", "epochs", "warmup", "freeze_below", *_DATA_ARGS)
+
+
+def _trainable(model: torch.nn.Module) -> list[str]:
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
 def run_training(args: argparse.Namespace) -> None:
     started = time.monotonic()
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+    # The cached route is the CPU's: on a GPU the whole model trains in the time it takes to fill the cache.
+    on_gpu = torch.cuda.is_available() and not args.cpu and not args.freeze_below
+    device = torch.device("cuda" if on_gpu else "cpu")
     bf16 = device.type == "cuda"
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
     log(f"device {device} ({'bf16 autocast' if bf16 else 'fp32'}), torch {torch.__version__}")
     data = prepare(args)
-    train_data, eval_data, pad_id = data.train_data, data.eval_data, data.pad_id
+    train_data, eval_data = data.train_data, data.eval_data
 
     model = build_model(args)
-    reference = None if args.tiny else _numpy_state(model)
+    # The start every weight moved from: the base's weights are rebuilt from it at finishing time.
+    reference = _numpy_state(model)
     model = model.to(device)
+    cache_costs: dict[str, Any] = {}
+    route: FullRoute | cached.CachedRoute
+    if args.freeze_below:
+        store = cached.store_for(args, {k: getattr(args, k) for k in _DATA_ARGS})
+        cached.build_cache(args, data, model, store)
+        cache_costs = store.costs()
+        route = cached.CachedRoute(args, model, data, store)
+    else:
+        route = FullRoute(model, data, device, args)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {type(model).__name__}, {n_params / 1e6:.2f}M parameters")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    params = route.parameters()
+    optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     steps_per_epoch = math.ceil(len(train_data) / args.batch)
     total_steps = steps_per_epoch * args.epochs
     warmup = max(1, int(total_steps * args.warmup))
@@ -340,62 +442,96 @@ def run_training(args: argparse.Namespace) -> None:
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=prep.IGNORE)
+    names = _trainable(model)
     best: dict[str, Any] = {"auroc": -1.0}
     history: list[dict[str, Any]] = []
     order_rng = random.Random(f"order:{args.seed}")
-    train_start = time.monotonic()
-    for epoch in range(1, args.epochs + 1):
+    first_epoch, skip_steps, trained_seconds = 1, 0, 0.0
+    checkpoint = args.transfer / "checkpoint.pt"
+    settings = {k: getattr(args, k) for k in _RESUME_ARGS}
+    if args.resume and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved["settings"] != settings:
+            sys.exit(f"{checkpoint} was made with other settings: {saved['settings']}")
+        model.load_state_dict({n: torch.from_numpy(v) for n, v in saved["weights"].items()}, strict=False)
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        torch.set_rng_state(saved["torch_rng"])
+        order_rng.setstate(saved["order_rng"])
+        first_epoch, skip_steps = saved["epoch"], saved["step"]
+        history, trained_seconds = saved["history"], saved["trained_seconds"]
+        best = saved["best"]
+        if "state" in best:
+            best["state"] = {**reference, **best["state"]}
+        log(f"resumed from {checkpoint}: epoch {first_epoch}, {skip_steps} steps done")
+
+    def save_checkpoint(epoch: int, step: int, epoch_rng: Any, seconds: float) -> None:
+        """Everything a killed run needs to go on from ``step`` of ``epoch`` (written whole, then renamed)."""
+        args.transfer.mkdir(parents=True, exist_ok=True)
+        state = model.state_dict()
+        doc = {
+            "settings": settings,
+            "weights": {n: state[n].detach().cpu().numpy().copy() for n in names},
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "order_rng": epoch_rng,
+            "epoch": epoch,
+            "step": step,
+            "history": history,
+            "trained_seconds": seconds,
+            "best": {**best, "state": {n: best["state"][n] for n in names}} if "state" in best else best,
+        }
+        tmp = checkpoint.with_name(checkpoint.name + ".tmp")
+        torch.save(doc, tmp)
+        os.replace(tmp, checkpoint)
+
+    for epoch in range(first_epoch, args.epochs + 1):
         model.train()
         epoch_start = time.monotonic()
-        order = list(range(len(train_data)))
-        order_rng.shuffle(order)
-        # Batches of similar length within shuffled chunks: less padding, still a random mix across batches.
-        chunk = args.batch * 32
-        batches: list[list[int]] = []
-        for c in range(0, len(order), chunk):
-            block = sorted(order[c : c + chunk], key=lambda i: len(train_data[i].ids))
-            batches.extend(block[b : b + args.batch] for b in range(0, len(block), args.batch))
-        order_rng.shuffle(batches)
-        running = 0.0
+        epoch_rng = order_rng.getstate()
+        batches = _batches(train_data, args.batch, order_rng)
+        running, last_save = 0.0, time.monotonic()
         for step, batch_index in enumerate(batches, 1):
-            ids, mask, labels = pad_batch([train_data[i] for i in batch_index], pad_id)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model(
-                    input_ids=torch.from_numpy(ids).to(device),
-                    attention_mask=torch.from_numpy(mask).to(device),
-                ).logits
-            loss = loss_fn(logits.float().view(-1, 2), torch.from_numpy(labels).to(device).view(-1))
+            if step <= skip_steps:
+                continue
+            loss = route.loss(batch_index, loss_fn)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             scheduler.step()
             running += loss.item()
             if step % args.log_every == 0:
-                log(f"epoch {epoch} step {step}/{len(batches)} loss {running / args.log_every:.4f}")
+                per = (time.monotonic() - epoch_start) / ((step - skip_steps) * args.batch)
+                log(
+                    f"epoch {epoch} step {step}/{len(batches)} loss {running / args.log_every:.4f} "
+                    f"({per:.2f} s per example, load {os.getloadavg()[0]:.1f})"
+                )
                 running = 0.0
-        seconds = round(time.monotonic() - epoch_start, 1)
-        model.eval()
-        val = figures(
-            eval_data["validation"],
-            token_probabilities(
-                torch_prob_fn(model, device, bf16), eval_data["validation"], pad_id, args.eval_batch
-            ),
-        )
-        val["epoch"], val["train_seconds"] = epoch, seconds
+            if args.checkpoint_minutes and time.monotonic() - last_save > 60 * args.checkpoint_minutes:
+                save_checkpoint(epoch, step, epoch_rng, trained_seconds + time.monotonic() - epoch_start)
+                last_save = time.monotonic()
+        seconds = time.monotonic() - epoch_start
+        examples_run = len(train_data) - min(len(train_data), skip_steps * args.batch)
+        skip_steps = 0
+        trained_seconds += seconds
+        val = figures(eval_data["validation"], route.probabilities("validation"))
+        val["epoch"], val["train_seconds"] = epoch, round(seconds, 1)
+        val["seconds_per_example"] = round(seconds / max(1, examples_run), 3)
+        val["load_average_1m"] = round(os.getloadavg()[0], 1)
         history.append(val)
         log(f"epoch {epoch}: validation {json.dumps(val)}")
         if (val["auroc"] or 0.0) > best["auroc"]:
             best = {"auroc": val["auroc"] or 0.0, "epoch": epoch, "state": _numpy_state(model)}
-    train_seconds = time.monotonic() - train_start
+        if args.checkpoint_minutes:
+            save_checkpoint(epoch + 1, 0, order_rng.getstate(), trained_seconds)
+    train_seconds = trained_seconds
     _load_numpy_state(model, best["state"])
-    model.eval()
     log(f"best epoch {best['epoch']} (validation AUROC {best['auroc']}); training took {train_seconds:.0f} s")
     torch_figures = {}
-    for name, part in eval_data.items():
-        torch_figures[name] = figures(
-            part, token_probabilities(torch_prob_fn(model, device, bf16), part, pad_id, args.eval_batch)
-        )
+    for name in eval_data:
+        torch_figures[name] = figures(eval_data[name], route.probabilities(name))
         log(f"torch ({'bf16' if bf16 else 'fp32'}) on {name}: {json.dumps(torch_figures[name])}")
 
     base_meta = _base_meta(args)
@@ -419,6 +555,9 @@ def run_training(args: argparse.Namespace) -> None:
         "train_seconds": round(train_seconds, 1),
         "history": history,
         "torch_figures": torch_figures,
+        "freeze_below": args.freeze_below or 0,
+        "trained_parameters": sum(p.numel() for p in params),
+        "cache": cache_costs,
     }
     extra = {
         "args": {k: getattr(args, k) for k in _DATA_ARGS},
@@ -427,21 +566,21 @@ def run_training(args: argparse.Namespace) -> None:
         "base": base_meta,
         "training": summary,
     }
-    pack_base.save_transfer(best["state"], reference, args.transfer, extra)
+    # The full fine-tune's weights travel back from the GPU machine as 4-bit changes; the cached route's never
+    # travel, so its trained tensors are kept exactly and the frozen ones named, not stored.
+    exact = bool(args.freeze_below)
+    transfer_reference = None if args.tiny and not exact else reference
+    pack_base.save_transfer(best["state"], transfer_reference, args.transfer, extra, exact=exact)
     # What the finishing step will rebuild: measure it here, where the model is fast to run.
-    rebuilt, _ = pack_base.load_transfer(args.transfer, reference)
+    rebuilt, _ = pack_base.load_transfer(args.transfer, transfer_reference)
     _load_numpy_state(model, rebuilt)
-    after = figures(
-        eval_data["validation"],
-        token_probabilities(
-            torch_prob_fn(model, device, bf16), eval_data["validation"], pad_id, args.eval_batch
-        ),
-    )
+    after = figures(eval_data["validation"], route.probabilities("validation"))
     summary["validation_after_transfer"] = after
     manifest = json.loads((args.transfer / "transfer.json").read_text())
     manifest["training"] = summary
     manifest["total_seconds"] = round(time.monotonic() - started, 1)
     (args.transfer / "transfer.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    checkpoint.unlink(missing_ok=True)
     size = sum(p.stat().st_size for p in args.transfer.iterdir())
     log(
         f"validation of the weights as rebuilt from {args.transfer} ({size / 2**20:.1f} MiB): "
@@ -469,8 +608,7 @@ def run_finish(args: argparse.Namespace) -> None:
     data = prepare(args)
     eval_data, pad_id = data.eval_data, data.pad_id
     model = build_model(args)
-    reference = None if args.tiny else _numpy_state(model)
-    state, _ = pack_base.load_transfer(args.transfer, reference)
+    state, _ = pack_base.load_transfer(args.transfer, _numpy_state(model))
     _load_numpy_state(model, state)
     model = model.float().cpu().eval()
 
@@ -508,9 +646,20 @@ def run_finish(args: argparse.Namespace) -> None:
 
     shipped = onnx_prob_fn(int8_path)
     results = {}
+    probs = {}
     for name, part in eval_data.items():
-        results[name] = figures(part, token_probabilities(shipped, part, pad_id, args.eval_batch))
+        probs[name] = token_probabilities(shipped, part, pad_id, args.eval_batch)
+        results[name] = figures(part, probs[name])
+    # The answer-level threshold a user would set (scoring.detector_threshold: an answer fails when any token
+    # reaches it) is chosen on validation alone; every part is also reported at it.
+    chosen = choose_threshold(eval_data["validation"], probs["validation"])
+    for name, part in eval_data.items():
+        at = figures(part, probs[name], chosen)
+        results[name]["validation_threshold"] = chosen
+        results[name]["balanced_accuracy_at_validation_threshold"] = at["balanced_accuracy"]
         log(f"int8 ONNX on {name}: {json.dumps(results[name])}")
+    if args.scores is not None:
+        write_scores(args.scores, eval_data, probs)
 
     plain = Tokenizer.from_file(str(args.base / "tokenizer.json"))
     plain.no_padding()
@@ -589,7 +738,8 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
         f = meta["figures"].get(name, {})
         return (
             f"| {name} | {f.get('answers', 0)} | {f.get('hallucinated', 0)} | {f.get('auroc')} | "
-            f"{f.get('balanced_accuracy')} | {f.get('token_f1')} |"
+            f"{f.get('balanced_accuracy')} | {f.get('balanced_accuracy_at_validation_threshold')} | "
+            f"{f.get('token_f1')} |"
         )
 
     t = meta["training"]
@@ -612,19 +762,40 @@ def _card_fields(meta: dict[str, Any]) -> dict[str, str]:
         "train_answers": str(t["train_answers_used"]),
         "synthetic": ", ".join(f"{k} {v}" for k, v in sorted(t["synthetic"].items())) or "none",
         "epochs": f"{t['best_epoch']} of {t['epochs']}",
+        "trained_layers": _trained_layers(t),
         "device": f"{t['device_name']}, {t['precision']}, {t['train_seconds']} s",
         "figure_rows": "\n".join(row(n) for n in ("validation", "heldout", "dev", "heldout_synthetic")),
+        "validation_threshold": _threshold_text(meta["figures"].get("validation", {})),
         "created": meta["created"],
     }
+
+
+def _threshold_text(validation: dict[str, Any]) -> str:
+    chosen = validation.get("validation_threshold")
+    return "not chosen" if chosen is None else f"{chosen:.4f}"
+
+
+def _trained_layers(training: dict[str, Any]) -> str:
+    frozen = training.get("freeze_below") or 0
+    if not frozen:
+        return "every weight (full fine-tuning)."
+    kept = "layer 0" if frozen == 1 else f"layers 0-{frozen - 1}"
+    return (
+        f"**partially fine-tuned**: the embeddings and {kept} keep the base model's weights; "
+        f"only layers {frozen} and above and the token head were trained "
+        f"({training['trained_parameters'] / 1e6:.1f}M weights), on a CPU from the frozen layers' outputs "
+        "computed once (training/cached.py). A fully fine-tuned model is expected to do better."
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "phase",
-        choices=("train", "finish", "all", "card"),
-        help="train: weights into --transfer; finish: --transfer into a model folder (--out); all: both; "
-        "card: render OUT's MODEL_CARD.md again from its detector.json",
+        choices=("cache", "train", "finish", "all", "card"),
+        help="cache: the frozen lower layers' outputs into --cache (training with --freeze-below fills it "
+        "too); train: weights into --transfer; finish: --transfer into a model folder (--out); all: train "
+        "and finish; card: render OUT's MODEL_CARD.md again from its detector.json",
     )
     p.add_argument(
         "--transfer", type=Path, help="the trained weights between the phases (default OUT/.transfer)"
@@ -662,7 +833,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--int8-tolerance", type=float, default=0.25)
     p.add_argument("--log-every", type=int, default=20)
     p.add_argument("--keep-work", action="store_true", help="keep the fp32 ONNX file in OUT/.work")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--scores",
+        type=Path,
+        help="finish: write each evaluated answer's highest int8 probability here (JSONL)",
+    )
+    p.add_argument(
+        "--freeze-below",
+        type=int,
+        default=0,
+        help="train only layers N.. and the head, from the lower layers' outputs cached once (CPU; "
+        "training/cached.py); 0: every weight trains",
+    )
+    p.add_argument(
+        "--cache", type=Path, help="where the frozen layers' outputs are kept (with --freeze-below)"
+    )
+    p.add_argument(
+        "--cache-layers",
+        type=int,
+        nargs="+",
+        help="the layers whose outputs the cache keeps (default: the --freeze-below layer); one cache of "
+        "several serves several --freeze-below",
+    )
+    p.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        default=0,
+        help="save a checkpoint in --transfer this often and after each epoch (0: never)",
+    )
+    p.add_argument("--resume", action="store_true", help="go on from --transfer's checkpoint if there is one")
+    args = p.parse_args(argv)
+    if args.freeze_below or args.phase == "cache":
+        if args.cache is None:
+            p.error("--freeze-below and the cache phase need --cache DIR")
+        if not args.cache_layers:
+            if not args.freeze_below:
+                p.error("the cache phase needs --cache-layers or --freeze-below")
+            args.cache_layers = [args.freeze_below]
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -672,6 +880,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.base is None:
         sys.exit("--base is needed: a model folder with config.json, model.safetensors and tokenizer.json")
+    if args.phase == "cache":
+        torch.set_num_threads(args.threads)
+        data = prepare(args)
+        store = cached.store_for(args, {k: getattr(args, k) for k in _DATA_ARGS})
+        cached.build_cache(args, data, build_model(args), store)
+        log(f"cache {args.cache} complete: {json.dumps(store.costs())}")
+        return
     if args.transfer is None:
         if args.out is None:
             sys.exit("--transfer or --out is needed")

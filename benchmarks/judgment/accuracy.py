@@ -262,7 +262,8 @@ def summarise(
         truth = [r["label"] == "hallucinated" for r in complete]
         for main in mains:
             for name, recs in records.items():
-                if name in mains:
+                # The detector is compared with the LLM judge's pipeline too (not the other way round).
+                if name == main or (name in mains and main == "faithtrace"):
                     continue
                 ci = metrics.paired_bootstrap(truth, records[main], recs)
                 summary[main].setdefault("vs", {})[name] = ci
