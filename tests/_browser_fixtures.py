@@ -1,6 +1,6 @@
 """Debian's Chromium driven headless by playwright-core from npm (``make backends`` installs both): the tools,
-a helper that runs one of the scripts in tests/browser/ and returns what it printed as JSON, and a session
-that keeps one such script (and its one browser) running to answer many requests.
+and a session that keeps one of the scripts in tests/browser/ (and the one browser it launched) running to
+answer the test's requests, each a JSON line in and out.
 
 PYTEST_DONT_REWRITE
 """
@@ -13,6 +13,7 @@ import queue
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,34 +44,9 @@ def browser_tools() -> tuple[str, str, Path]:
     return chromium, node, playwright
 
 
-def _environ(tools: tuple[str, str, Path], **env: str) -> dict[str, str]:
+def _environ(tools: tuple[str, str, Path]) -> dict[str, str]:
     chromium, _, playwright = tools
-    return {
-        **os.environ,
-        "PLAYWRIGHT_CORE": str(playwright),
-        "CHROMIUM": chromium,
-        "NO_PROXY": "127.0.0.1",
-        **env,
-    }
-
-
-def run_script(
-    tools: tuple[str, str, Path], script: str, args: list[str], timeout: float = 180, **env: str
-) -> dict[str, Any]:
-    """Run tests/browser/``script`` with ``args``; its stdout is JSON. ``log`` holds its stderr's tail."""
-    node, environ = tools[1], _environ(tools, **env)
-    done = subprocess.run(
-        [node, str(SCRIPTS / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environ,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    page: dict[str, Any] = json.loads(done.stdout)
-    page["log"] = done.stderr[-2000:]
-    return page
+    return {**os.environ, "PLAYWRIGHT_CORE": str(playwright), "CHROMIUM": chromium, "NO_PROXY": "127.0.0.1"}
 
 
 class BrowserSession:
@@ -129,3 +105,15 @@ class BrowserSession:
             self._process.wait(timeout=10)
         finally:
             self._log.close()
+
+
+@pytest.fixture
+def browser(
+    browser_tools: tuple[str, str, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[BrowserSession]:
+    """One browser for the test's pages: the test module's ``BROWSER_SCRIPT`` kept running."""
+    session = BrowserSession(browser_tools, request.module.BROWSER_SCRIPT, tmp_path / "browser.log")
+    try:
+        yield session
+    finally:
+        session.close()

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind
 
 import _fake_judge
 import faithtrace
-from _browser_fixtures import BrowserSession, browser_tools  # noqa: F401  (fixture)
+from _browser_fixtures import BrowserSession, browser, browser_tools  # noqa: F401  (fixtures)
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _phoenix_fixtures import PhoenixServer
 from faithtrace._telemetry import names as n
@@ -37,20 +37,10 @@ pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts"))
-SCRIPT = "phoenix_list.cjs"
+BROWSER_SCRIPT = "phoenix_list.cjs"  # what the `browser` fixture runs
 PROJECT = "faithtrace-browser"
 CONTEXTS, QUESTION = _fake_judge.WARRANTY_CONTEXTS, _fake_judge.WARRANTY_QUESTION
 FAILING, PASSING = _fake_judge.FAILING_ANSWER, _fake_judge.PASSING_ANSWER
-
-
-@pytest.fixture
-def browser(browser_tools: tuple[str, str, Path], tmp_path: Path) -> Iterator[BrowserSession]:
-    """One Chromium for the test's pages (each page gets a fresh context)."""
-    session = BrowserSession(browser_tools, SCRIPT, tmp_path / "browser.log")
-    try:
-        yield session
-    finally:
-        session.close()
 
 
 @pytest.fixture
@@ -311,9 +301,12 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     retriever = next(s for s in spans if s["name"] == n.RETRIEVER_SPAN and s["parent_id"] == failing_id)
     docs_shot = ARTIFACTS / "phoenix-rag-documents.png"
     docs_url = f"{phoenix_server.http_url}/redirects/spans/{retriever['context']['span_id']}"
-    page = _browse(browser, docs_url, "Documents", docs_shot, "", anywhere=True)
+    # Awaited: the document's own text (its panel's "Documents" heading shows before the documents do).
+    document = CONTEXTS[0].split(". ")[1]
+    page = _browse(browser, docs_url, document, docs_shot, "", anywhere=True)
     assert page["found"], f"{page['log']}\nno documents on {page['url']}: {page['text'][:2000]}"
-    assert CONTEXTS[0].split(". ")[1] in page["text"], page["text"][:3000]
+    assert "Documents" in page["text"]
+    assert document in page["text"], page["text"][:3000]
     assert QUESTION in page["text"]
     assert "support-answer" in page["text"]  # the RAG span, beside it in the trace's span tree
 

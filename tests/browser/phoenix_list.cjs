@@ -10,12 +10,11 @@
 // Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary).
 // Every wait is on an event or a polled condition with a deadline: the awaited element, the filtered list's
 // own GraphQL answer and the rows it changes, and a settled page (no request of the page's in flight and the
-// same rows, dialogs and text on four reads 100 ms apart). What each step took goes to stderr.
-const readline = require("readline");
-const { launch, run } = require("./chromium.cjs");
+// same rows, dialogs and text on six reads 100 ms apart). What each step took goes to stderr.
+const { serve } = require("./chromium.cjs");
 
 const POLL_MS = 100;
-const SETTLED_READS = 4;
+const SETTLED_READS = 6;
 
 // The page's state as the test reads it: the table rows (cell texts), how each row's annotation values are
 // coloured (Phoenix marks a score favourable or not from the project's annotation config with
@@ -65,7 +64,14 @@ async function rowsChange(page, before, timeout) {
   return false;
 }
 
-async function browse(context, request) {
+// One context for the session, a fresh page per request: the pages share the HTTP and code caches (each load
+// of Phoenix's app bundle costs seconds otherwise), as a user's browser tabs do.
+let shared = null;
+
+async function browse(browser, request) {
+  // Wide enough for the annotation columns, which come after input, output, error and user.
+  shared ??= await browser.newContext({ viewport: { width: 2200, height: 760 } });
+  const context = shared;
   const { url, waitFor, screenshot, filter, anywhere, stat } = request;
   const started = Date.now();
   const steps = [];
@@ -180,24 +186,4 @@ async function browse(context, request) {
   }
 }
 
-run(async () => {
-  const browser = await launch();
-  try {
-    // One context for the session, a fresh page per request: the pages share the HTTP and code caches (each
-    // load of Phoenix's app bundle costs seconds otherwise), as a user's browser tabs do.
-    // Wide enough for the annotation columns, which come after input, output, error and user.
-    const context = await browser.newContext({ viewport: { width: 2200, height: 760 } });
-    for await (const line of readline.createInterface({ input: process.stdin })) {
-      if (!line.trim()) continue;
-      let answer;
-      try {
-        answer = await browse(context, JSON.parse(line));
-      } catch (e) {
-        answer = { error: String(e && e.stack ? e.stack : e) };
-      }
-      process.stdout.write(JSON.stringify(answer) + "\n");
-    }
-  } finally {
-    await browser.close();
-  }
-});
+serve(browse);
