@@ -116,7 +116,9 @@ class Broker:
         logs = self.workdir / "kafka-logs"
         config = self.workdir / "server.properties"
         config.write_text(PROPERTIES.format(port=self.port, controller=self.controller, logs=logs))
-        cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = "-"
+        while cluster.startswith("-"):  # as Kafka's own Uuid.randomUuid: "-..." would read as an option
+            cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         done = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
             capture_output=True,
