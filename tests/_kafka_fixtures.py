@@ -88,6 +88,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
 log.flush.interval.messages=1
 """
 
@@ -220,6 +221,17 @@ def local_kafka_fleet_config(
     # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
     exporter["retry_on_failure"]["max_interval"] = retry_max_interval
     return on_loopback(config, ports, workdir)
+
+
+# For the tests that kill a consumer: its partitions move once its group session times out, 10 s by serve's
+# default; the test broker (group.min.session.timeout.ms above) lets a test's consumers ask for 4 s. Failover
+# is what those tests check, not how long the shipped timeout is.
+FAST_FAILOVER = (
+    "--kafka-option",
+    "session.timeout.ms=4000",
+    "--kafka-option",
+    "heartbeat.interval.ms=1000",
+)
 
 
 @dataclass
