@@ -61,11 +61,18 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+# What a case checks ends with its printed report. The interpreter's exit after it is not under test and
+# waits for what shutdown's deadline left behind on purpose: the OTLP exporters retrying a closed port (the
+# app's own provider, shut down by the SDK's exit handler, for its 10 s export timeout) and a litellm import
+# that the cancelled evaluation started, which its executor thread finishes (seconds on a loaded machine).
+_EXIT_NOW = "\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n"
+
+
 def _run(code: str, env: dict[str, str]) -> tuple[dict[str, object], str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHTRACE_", "OTEL_", "PYTEST_"))}
     full_env.update(env, PYTHONPATH=SRC)
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code) + _EXIT_NOW],
         capture_output=True,
         text=True,
         env=full_env,
