@@ -326,6 +326,9 @@ class Fleet:
     spool: bool = True
     # The Redis the scorers share (`faithtrace serve --redis`): one judge budget, one record of traces scored.
     redis_url: str | None = None
+    # The scorers' OTEL_EXPORTER_OTLP_TIMEOUT in seconds (None: the SDK's 10): how long a scorer tries to
+    # hand its results over while no Collector takes them before it answers its requests UNAVAILABLE.
+    scorer_export_timeout_s: float | None = None
     # The proxy's flag --no-endpoints: it routes to stopped Collectors too (the tests' check that it matters).
     service_no_endpoints: bool = False
     running: dict[int, Proc] = field(default_factory=dict)  # Collector index -> its process
@@ -391,6 +394,10 @@ class Fleet:
         )
         if self.redis_url:
             env["FAITHTRACE_SERVE_REDIS"] = self.redis_url
+        if self.scorer_export_timeout_s is not None:
+            env["OTEL_EXPORTER_OTLP_TIMEOUT"] = str(
+                self.scorer_export_timeout_s
+            )  # seconds, as the SDK reads it
         return env
 
     def add_scorer(

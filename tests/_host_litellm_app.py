@@ -75,7 +75,8 @@ def main() -> None:
     server.daemon_threads = True
     server.request_queue_size = 256
     fake.base_url = f"http://127.0.0.1:{server.server_port}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     import litellm
     from litellm.integrations.custom_logger import CustomLogger

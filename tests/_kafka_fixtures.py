@@ -88,6 +88,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
 log.flush.interval.messages=1
 """
 
@@ -107,16 +108,21 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     def _java(self, main: str, *args: str) -> list[str]:
-        # A small heap and the serial collector: a test broker on 2 shared cores, not a production one.
+        # A small heap and the serial collector: a test broker on 2 shared cores, not a production one. The
+        # client JIT only (C1): a start is mostly class loading and first-time compilation, on which C2 spends
+        # CPU that a test's few thousand messages never pay back.
         log4j = f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}"
-        return ["java", HEAP, "-Xms64m", "-XX:+UseSerialGC", log4j, "-cp", f"{self.lib}/*", main, *args]
+        jvm = [HEAP, "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", log4j]
+        return ["java", *jvm, "-cp", f"{self.lib}/*", main, *args]
 
     def format(self) -> None:
         (self.workdir / "log4j2.yaml").write_text(LOG4J)
         logs = self.workdir / "kafka-logs"
         config = self.workdir / "server.properties"
         config.write_text(PROPERTIES.format(port=self.port, controller=self.controller, logs=logs))
-        cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = "-"
+        while cluster.startswith("-"):  # as Kafka's own Uuid.randomUuid: "-..." would read as an option
+            cluster = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         done = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)),
             capture_output=True,
@@ -218,6 +224,17 @@ def local_kafka_fleet_config(
     # The shipped back-off caps at 30 s; the tests wait for recovery, so they cap it lower.
     exporter["retry_on_failure"]["max_interval"] = retry_max_interval
     return on_loopback(config, ports, workdir)
+
+
+# For the tests that kill a consumer: its partitions move once its group session times out, 10 s by serve's
+# default; the test broker (group.min.session.timeout.ms above) lets a test's consumers ask for 4 s. Failover
+# is what those tests check, not how long the shipped timeout is.
+FAST_FAILOVER = (
+    "--kafka-option",
+    "session.timeout.ms=4000",
+    "--kafka-option",
+    "heartbeat.interval.ms=1000",
+)
 
 
 @dataclass

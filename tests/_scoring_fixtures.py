@@ -169,7 +169,10 @@ def fake_judge() -> Iterator[FakeJudge]:
     fake = FakeJudge(url=f"http://127.0.0.1:{server.server_address[1]}/v1")
     server.RequestHandlerClass = _handler(fake)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="fake-judge", daemon=True)
+    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-judge", daemon=True
+    )
     thread.start()
     try:
         yield fake

@@ -112,6 +112,7 @@ class Serve:
         self.grpc_port = int(info["grpc_port"])
         self.http_port = int(info["http_port"])
         self.log = log
+        self.signalled = False
 
     @property
     def http(self) -> str:
@@ -123,9 +124,16 @@ class Serve:
         with urllib.request.urlopen(self.http + "/stats", timeout=5) as r:
             return dict(json.loads(r.read()))
 
+    def terminate(self) -> None:
+        """SIGTERM, once: a second one after the drain, once serve has given its signal handler back, would
+        end the process with -15 instead of 0."""
+        if self.proc.poll() is None and not self.signalled:
+            self.proc.send_signal(signal.SIGTERM)
+            self.signalled = True
+
     def stop(self, timeout: float = 20.0) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -136,6 +144,45 @@ class Serve:
 
 @contextlib.contextmanager
 def run_serve(tmp_path: Path, judge_base: str, sink_port: int, *args: str, **env: str) -> Iterator[Serve]:
+    with run_serves(judge_base, sink_port, (tmp_path, args, env)) as (serve,):
+        yield serve
+
+
+Replica = tuple[Path, tuple[str, ...], dict[str, str]]  # its folder, its flags, its environment
+
+
+@contextlib.contextmanager
+def run_serves(judge_base: str, sink_port: int, *replicas: Replica) -> Iterator[list[Serve]]:
+    """Replicas started together (each start is seconds of imports: they overlap) and stopped together, each
+    from its own folder (its ready file and serve.log)."""
+    started: list[tuple[subprocess.Popen[str], Path, Path]] = []
+    serves: list[Serve] = []
+    try:
+        for tmp_path, args, env in replicas:
+            started.append(_spawn(tmp_path, judge_base, sink_port, args, env))
+        deadline = time.monotonic() + 60
+        for proc, ready, log in started:
+            while not ready.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"faithtrace serve did not start:\n{log.read_text()}")
+                time.sleep(0.05)
+            time.sleep(0.05)
+            serves.append(Serve(proc, json.loads(ready.read_text()), log))
+        yield serves
+    finally:
+        for serve in serves:  # all signalled first: their drains overlap too
+            serve.terminate()
+        for serve in serves:
+            serve.stop()
+        for proc, _, _ in started[len(serves) :]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+
+
+def _spawn(
+    tmp_path: Path, judge_base: str, sink_port: int, args: tuple[str, ...], env: dict[str, str]
+) -> tuple[subprocess.Popen[str], Path, Path]:
     ready = tmp_path / f"ready-{time.monotonic_ns()}.json"
     log = tmp_path / "serve.log"
     environ = {
@@ -159,22 +206,7 @@ def run_serve(tmp_path: Path, judge_base: str, sink_port: int, *args: str, **env
             stderr=subprocess.STDOUT,
             text=True,
         )
-    serve = None
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"faithtrace serve did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        time.sleep(0.05)
-        serve = Serve(proc, json.loads(ready.read_text()), log)
-        yield serve
-    finally:
-        if serve is not None:
-            serve.stop()
-        elif proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+    return proc, ready, log
 
 
 def oi_request(*spans: tuple[int, int, int, str, dict[str, str]]) -> bytes:

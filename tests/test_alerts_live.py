@@ -91,7 +91,10 @@ def serve_webhook() -> Iterator[Webhook]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     hook.url = f"http://127.0.0.1:{server.server_address[1]}/faithtrace-alerts"
-    thread = threading.Thread(target=server.serve_forever, name="alert-webhook", daemon=True)
+    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="alert-webhook", daemon=True
+    )
     thread.start()
     try:
         yield hook

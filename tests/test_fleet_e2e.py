@@ -19,6 +19,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +49,37 @@ from faithtrace._telemetry import names
 pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-@pytest.fixture
-def running_fleet(tmp_path: Path, otelcol: str, serve_ready: None) -> Iterator[Fleet]:
-    with fleet(tmp_path, otelcol, judge_latency_s=0.2) as group:
+@contextmanager
+def three_replicas(
+    tmp_path: Path, otelcol: str, scorer_export_timeout_s: float | None = None
+) -> Iterator[Fleet]:
+    with fleet(
+        tmp_path, otelcol, judge_latency_s=0.2, scorer_export_timeout_s=scorer_export_timeout_s
+    ) as group:
         for _ in range(3):
             group.add_scorer(concurrency=16)
         group.wait_scorers_ready()
         group.start_collector()
+        yield group
+
+
+@pytest.fixture
+def running_fleet(tmp_path: Path, otelcol: str, serve_ready: None) -> Iterator[Fleet]:
+    with three_replicas(tmp_path, otelcol) as group:
+        yield group
+
+
+# While the Collector stops gracefully it takes no results, and waits for the replicas' answers to the
+# requests they hold: a replica answers them UNAVAILABLE once one export has failed for its whole timeout
+# (then, for as long again, without trying), and evaluations that end after that window try again. With the
+# SDK's 10 s per try the stop took 19 to 28 s on a loaded 2-core machine; 4 s still lets the exporter retry
+# twice (after 1 s and 2 s), far longer than a Collector that is up takes to answer.
+QUICK_EXPORT_TIMEOUT_S = 4.0
+
+
+@pytest.fixture
+def quick_export_fleet(tmp_path: Path, otelcol: str, serve_ready: None) -> Iterator[Fleet]:
+    with three_replicas(tmp_path, otelcol, QUICK_EXPORT_TIMEOUT_S) as group:
         yield group
 
 
@@ -155,7 +180,7 @@ def test_a_replica_killed_mid_run_loses_no_trace(running_fleet: Fleet, record_pr
     ["sigkill", "restart"],
 )
 def test_the_collector_restarted_mid_run_loses_no_trace(
-    running_fleet: Fleet, record_property: Any, how: str
+    quick_export_fleet: Fleet, record_property: Any, how: str
 ) -> None:
     """What the receiver accepted (answered OK to the app) is on disk in the persistent queue: a SIGKILLed or
     gracefully restarted Collector resumes from there.
@@ -165,8 +190,8 @@ def test_the_collector_restarted_mid_run_loses_no_trace(
     the stop waits for those answers. While no Collector listens, the app's SDK may give up on a batch after
     its retries (about 30 s at most): that loss is the app's, before any Collector accepted the spans; it is
     reported, and every trace the Collector did accept must be scored. After a SIGKILL the Collector is back
-    at once and nothing at all may be missing."""
-    group = running_fleet
+    at once and nothing at all may be missing. The replicas' export timeout is QUICK_EXPORT_TIMEOUT_S."""
+    group = quick_export_fleet
     assert group.collector is not None
     app = start_app(group, count=60, interval=0.05, export_timeout_s=60)
     wait_until("some results in the sink", lambda: len(read_spans(group.traces_file)) > 20, app, 120.0)

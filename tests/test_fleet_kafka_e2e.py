@@ -20,6 +20,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from _fleet_fixtures import (
     wait_app_done,
     wait_until,
 )
-from _kafka_fixtures import Broker, KafkaFleet, app_answers, kafka_broker, start_oi_app
+from _kafka_fixtures import FAST_FAILOVER, Broker, KafkaFleet, app_answers, kafka_broker, start_oi_app
 from _kafka_fixtures import kafka_fleet as started_kafka_fleet
 from faithtrace._telemetry import names
 
@@ -61,15 +62,29 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         yield b
 
 
-@pytest.fixture
-def kafka_fleet(tmp_path: Path, otelcol: str, broker: Broker) -> Iterator[KafkaFleet]:
+@contextmanager
+def running_kafka_fleet(tmp_path: Path, otelcol: str, broker: Broker, *consumer: str) -> Iterator[KafkaFleet]:
+    """2 consumers (with the `consumer` flags) and the Collector on a topic of their own, all started."""
     topic = f"spans-{uuid.uuid4().hex[:8]}"
     broker.create_topic(topic, partitions=4)
     with started_kafka_fleet(tmp_path, otelcol, broker, topic, JUDGE_LATENCY_S) as group:
         for _ in range(2):
-            group.add_consumer(concurrency=16)
+            group.add_consumer(16, *consumer)
         group.wait_scorers_ready()
         group.start_collector()
+        yield group
+
+
+@pytest.fixture
+def kafka_fleet(tmp_path: Path, otelcol: str, broker: Broker) -> Iterator[KafkaFleet]:
+    with running_kafka_fleet(tmp_path, otelcol, broker) as group:
+        yield group
+
+
+@pytest.fixture
+def kafka_fleet_fast_failover(tmp_path: Path, otelcol: str, broker: Broker) -> Iterator[KafkaFleet]:
+    """Consumers whose group session is 4 s: a killed one's partitions move sooner (`FAST_FAILOVER`)."""
+    with running_kafka_fleet(tmp_path, otelcol, broker, *FAST_FAILOVER) as group:
         yield group
 
 
@@ -162,12 +177,14 @@ def test_every_rag_trace_of_each_app_is_scored_exactly_once(
     )
 
 
-def test_a_consumer_killed_mid_run_loses_no_trace(kafka_fleet: KafkaFleet, record_property: Any) -> None:
-    group = kafka_fleet
+def test_a_consumer_killed_mid_run_loses_no_trace(
+    kafka_fleet_fast_failover: KafkaFleet, record_property: Any
+) -> None:
+    group = kafka_fleet_fast_failover
     apps = start_apps(group, 25, ("llama",))
     victim = group.scorers[1][0]
     some_results(group)
-    victim.kill9()  # its partitions move to the other replica once its session times out (10 s)
+    victim.kill9()  # its partitions move to the other replica once its session times out (4 s here)
     apps.wait()
     check(group, apps, "consumer SIGKILLed", record_property)
 
@@ -271,7 +288,7 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
         group.redis_url = redis.url
         victim_concurrency = 16
         for _ in range(2):
-            group.add_consumer(concurrency=victim_concurrency)
+            group.add_consumer(victim_concurrency, *FAST_FAILOVER)
         group.wait_scorers_ready()
         group.start_collector()
         prometheus, url = _prometheus(tmp_path, group.ports.prometheus)

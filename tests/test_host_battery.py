@@ -376,10 +376,22 @@ def same(bare: Observed, decorated: Observed) -> bool:
 
 
 # --- the battery -------------------------------------------------------------------------------------------
-@pytest.fixture
-def hostile_app() -> Iterator[tuple[FaithtraceCapture, HostileProcessor]]:
-    processor = HostileProcessor()
+@pytest.fixture(scope="module")
+def _settled_heap() -> Iterator[None]:
+    """The objects alive before this module's cases, collected once and then left out of each case's
+    collection (a full collection of the worker's heap takes seconds per case on a loaded machine)."""
     gc.collect()  # earlier tests' decorated functions: their counters would be observed too
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@pytest.fixture
+def hostile_app(_settled_heap: None) -> Iterator[tuple[FaithtraceCapture, HostileProcessor]]:
+    processor = HostileProcessor()
+    gc.collect()  # the earlier cases' decorated functions, made since the freeze
     with capturing() as capture:
         capture.tracer_provider.add_span_processor(processor)
         # One series per case (each case is a function of its own): past the SDK's default of 2,000.

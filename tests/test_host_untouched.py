@@ -202,7 +202,8 @@ class _OTLPReceiver(BaseHTTPRequestHandler):
 def otlp_receiver() -> Iterator[tuple[str, list[str]]]:
     spans: list[str] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_OTLPReceiver,), {"spans": spans}))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", spans
     finally:

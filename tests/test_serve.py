@@ -359,7 +359,10 @@ def test_metrics_carry_the_apps_service_and_function_and_sigterm_finishes_work(
         # SIGTERM with an evaluation in flight: it finishes (the judge answers), the request is answered OK,
         # then the process exits 0 and its metrics are flushed on the way out.
         serve.proc.send_signal(15)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10  # the judge is released once the replica is stopping, not before
+        while "faithtrace serve: stopping" not in serve.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "faithtrace serve: stopping" in serve.log.read_text()
         fake_judge.mode = "ok"
         fake_judge.release.set()
         client.join(60)

@@ -16,7 +16,7 @@ import pytest
 
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _redis_fixtures import RedisServer, redis_server
-from _serve_fixtures import Serve, Sink, run_serve, sink  # noqa: F401
+from _serve_fixtures import Serve, Sink, run_serve, run_serves, sink  # noqa: F401
 from test_serve import _raw_request
 
 pytestmark = [pytest.mark.backend, pytest.mark.timeout(180)]
@@ -55,10 +55,8 @@ def test_two_replicas_spend_one_budget_and_never_judge_what_the_other_scored(
         "FAITHTRACE_SERVE_MAX_TOKENS_PER_HOUR": str(budget * 60),
         "FAITHTRACE_SERVE_BUDGET_WINDOW": "60",
     }
-    with (
-        run_serve(replica_dir(tmp_path, "a"), fake_judge.base_url, sink.port, **env) as a,
-        run_serve(replica_dir(tmp_path, "b"), fake_judge.base_url, sink.port, **env) as b,
-    ):
+    replicas = [(replica_dir(tmp_path, name), (), env) for name in ("a", "b")]
+    with run_serves(fake_judge.base_url, sink.port, *replicas) as (a, b):
         banner = f"judge budget {budget * 60} tokens/hour over 60 s windows shared with the fleet in Redis"
         assert banner in a.log.read_text()
         for i in range(

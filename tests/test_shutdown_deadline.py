@@ -61,11 +61,17 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run(code: str, env: dict[str, str]) -> tuple[dict[str, object], str]:
+# What a case checks ends with its printed report. The interpreter's exit after it is not under test: the
+# app's own provider, shut down by the SDK's exit handler, would retry the closed port for its 10 s export
+# timeout (the app's, not faithtrace's).
+_EXIT_NOW = "\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n"
+
+
+def _run(code: str, env: dict[str, str], exit_now: bool = True) -> tuple[dict[str, object], str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("FAITHTRACE_", "OTEL_", "PYTEST_"))}
     full_env.update(env, PYTHONPATH=SRC)
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code) + (_EXIT_NOW if exit_now else "")],
         capture_output=True,
         text=True,
         env=full_env,
@@ -188,3 +194,42 @@ print(json.dumps({{"elapsed": elapsed, "dropped": report.dropped, "names": names
     assert float(result["elapsed"]) <= 2.0, result  # type: ignore[arg-type]
     assert result["dropped"] == 1, result  # queued, or running on the hung judge, depending on timing
     assert "after-shutdown" in result["names"]  # the app's provider still works: it was not shut down
+
+
+def test_the_hosts_exit_does_not_wait_for_a_warm_up_that_shutdown_abandoned(hanging_judge: str) -> None:
+    """shutdown() abandons an evaluation whose judge warm-up (litellm's import: seconds of CPU) is still
+    running. The host's exit must not wait for it: ``asyncio.to_thread``'s executor threads are joined before
+    the exit handlers run, so the handler below would find the import finished (seconds past the deadline)."""
+    code = f"""
+import atexit, json, os, sys, time
+import faithtrace
+from faithtrace import JudgeSettings, trace_faithfulness
+
+def importing() -> bool:
+    return bool(getattr(getattr(sys.modules.get("litellm"), "__spec__", None), "_initializing", False))
+
+def at_exit() -> None:  # registered first, so it runs after faithtrace's own exit handlers
+    print(json.dumps({{"importing_at_shutdown": at_shutdown, "importing_at_exit": importing(),
+                      "dropped": report.dropped}}))
+    sys.stdout.flush()
+    os._exit(0)  # what follows (the providers' exit handlers retrying a closed port) is not under test
+
+atexit.register(at_exit)
+faithtrace.configure(judge=JudgeSettings(model="openai/hung", api_base={hanging_judge!r}, api_key="x"),
+                     otlp_endpoint="http://127.0.0.1:{_closed_port()}")
+
+@trace_faithfulness
+def answer(question: str, contexts: list[str]) -> str:
+    return "The shop opens at nine on Sundays and sells bicycles."
+
+answer("Is it open?", ["It is open."])
+deadline = time.monotonic() + 60
+while "litellm" not in sys.modules and time.monotonic() < deadline:
+    time.sleep(0.005)
+at_shutdown = importing()
+report = faithtrace.shutdown(0.5)
+"""
+    result, _stderr = _run(code, {}, exit_now=False)
+    assert result["importing_at_shutdown"] is True, result  # the warm-up was under way at shutdown()
+    assert result["dropped"] == 1, result
+    assert result["importing_at_exit"] is True, result  # and the exit went on without waiting for it

@@ -579,7 +579,8 @@ def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
     received: list[tuple[str, int]] = []
     handler = type("Handler", (_Collector,), {"received": received})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", received

@@ -13,6 +13,7 @@ from typing import Final
 
 from faithtrace._common import safety
 from faithtrace._common.errors import DetectorError, FaithtraceError
+from faithtrace._common.threads import in_daemon_thread
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace._config.scoring_options import ScoringOptions
 from faithtrace.judge import Judge, load_litellm
@@ -27,7 +28,7 @@ _ENDPOINT_RETRY_S: Final = 60.0
 
 async def _off_loop(func: Callable[[], object]) -> None:
     try:
-        await asyncio.to_thread(func)
+        await in_daemon_thread(func, "faithtrace-warm-up")
     except RuntimeError:
         # At interpreter exit the default executor refuses new work; the flush at exit must still score
         # what is queued, so block this (faithtrace's own) loop instead.

@@ -223,7 +223,11 @@ class Receiver:
                 # had handed them over.
                 waits += [w for t, w in partial.items() if not self._root_missing(t, w)]
             if waits:
-                self.evaluations.answer(await asyncio.gather(*waits))
+                # Shielded: the futures are shared with every request carrying the same items. A request
+                # its sender gave up on (a Collector killed or timed out) is cancelled, and gather would
+                # cancel them too: a re-sent request that joined them would get CancelledError, which gRPC
+                # answers with nothing at all, and its Collector would wait out its send timeout (110 s).
+                self.evaluations.answer(await asyncio.gather(*map(asyncio.shield, waits)))
             if not whole:  # a Kafka message is committed only once its traces are whole: nothing to keep
                 self.keeper.keep(request, {v.trace_id for _, v in oi} | {t for t, _ in found.roots})
         finally:

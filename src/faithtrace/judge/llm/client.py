@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from faithtrace._common.errors import JudgeError
+from faithtrace._common.threads import in_daemon_thread
 from faithtrace._config.judge_settings import JudgeSettings
 from faithtrace.judge.llm import _litellm as _litellm_module
 from faithtrace.judge.llm import reply as _reply
@@ -119,7 +120,7 @@ class Judge:
     async def _aendpoint(self) -> Endpoint:
         if self._endpoint is not None:
             return self._endpoint
-        return await asyncio.to_thread(self.endpoint)
+        return await in_daemon_thread(self.endpoint, "faithtrace-judge-endpoint")
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
