@@ -1,5 +1,6 @@
 """Debian's Chromium driven headless by playwright-core from npm (``make backends`` installs both): the tools,
-and a helper that runs one of the scripts in tests/browser/ and returns what it printed as JSON.
+and a session that keeps one of the scripts in tests/browser/ (and the one browser it launched) running to
+answer the test's requests, each a JSON line in and out.
 
 PYTEST_DONT_REWRITE
 """
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -40,27 +44,76 @@ def browser_tools() -> tuple[str, str, Path]:
     return chromium, node, playwright
 
 
-def run_script(
-    tools: tuple[str, str, Path], script: str, args: list[str], timeout: float = 180, **env: str
-) -> dict[str, Any]:
-    """Run tests/browser/``script`` with ``args``; its stdout is JSON. ``log`` holds its stderr's tail."""
-    chromium, node, playwright = tools
-    environ = {
-        **os.environ,
-        "PLAYWRIGHT_CORE": str(playwright),
-        "CHROMIUM": chromium,
-        "NO_PROXY": "127.0.0.1",
-    }
-    environ.update(env)
-    done = subprocess.run(
-        [node, str(SCRIPTS / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environ,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    page: dict[str, Any] = json.loads(done.stdout)
-    page["log"] = done.stderr[-2000:]
-    return page
+def _environ(tools: tuple[str, str, Path]) -> dict[str, str]:
+    chromium, _, playwright = tools
+    return {**os.environ, "PLAYWRIGHT_CORE": str(playwright), "CHROMIUM": chromium, "NO_PROXY": "127.0.0.1"}
+
+
+class BrowserSession:
+    """tests/browser/``script`` kept running: it reads one JSON request a line and answers each with one JSON
+    line, in the one browser it launched (a browser start costs seconds, more on a busy machine)."""
+
+    def __init__(self, tools: tuple[str, str, Path], script: str, log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self._process = subprocess.Popen(
+            [tools[1], str(SCRIPTS / script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=_environ(tools),
+            text=True,
+        )
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        assert self._process.stdout is not None
+        threading.Thread(target=self._read, args=(self._process.stdout,), daemon=True).start()
+
+    def _read(self, stdout: IO[str]) -> None:
+        for line in stdout:
+            self._answers.put(line)
+        self._answers.put(None)  # the script exited
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def request(self, timeout: float = 180, **fields: Any) -> dict[str, Any]:
+        """Send one request; its answer, with ``log`` holding the script's stderr's tail."""
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(fields) + "\n")
+        self._process.stdin.flush()
+        try:
+            line = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer within {timeout} s to {fields}:\n{self.log_tail()}") from None
+        assert line is not None, f"the browser script exited ({self._process.poll()}):\n{self.log_tail()}"
+        answer: dict[str, Any] = json.loads(line)
+        assert "error" not in answer, f"{answer['error']}\n{self.log_tail()}"
+        answer["log"] = self.log_tail()
+        return answer
+
+    def close(self) -> None:
+        """Close its stdin (the script closes its browser and exits); killed if it does not within 30 s."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.close()
+            self._process.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self._process.kill()
+            self._process.wait(timeout=10)
+        finally:
+            self._log.close()
+
+
+@pytest.fixture
+def browser(
+    browser_tools: tuple[str, str, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[BrowserSession]:
+    """One browser for the test's pages: the test module's ``BROWSER_SCRIPT`` kept running."""
+    session = BrowserSession(browser_tools, request.module.BROWSER_SCRIPT, tmp_path / "browser.log")
+    try:
+        yield session
+    finally:
+        session.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from _browser_fixtures import browser_tools, run_script  # noqa: F401  (fixture)
+from _browser_fixtures import BrowserSession, browser, browser_tools  # noqa: F401  (fixtures)
 from _eval_report_data import (
     BAD_LINES,
     INJECTED,
@@ -38,6 +38,7 @@ pytestmark = pytest.mark.backend
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts"))
+BROWSER_SCRIPT = "eval_report.cjs"  # what the `browser` fixture runs (each page in a fresh context)
 # Figures every labelled report shows.
 SHOWN = {
     "run.evaluations",
@@ -97,12 +98,12 @@ def _shown_as(text: str, value: Any) -> bool:
 
 
 def test_the_report_shows_the_commands_figures_curves_filters_and_marks(
-    report: tuple[Path, dict[str, Any]], browser_tools: tuple[str, str, Path]
+    report: tuple[Path, dict[str, Any]], browser: BrowserSession
 ) -> None:
     html, figures = report
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "eval-report.png"
-    page = run_script(browser_tools, "eval_report.cjs", [html.as_uri(), str(screenshot)], FULL_PAGE="1")
+    page = browser.request(url=html.as_uri(), screenshot=str(screenshot), fullPage=True)
     assert page["errors"] == [], page["log"]
     assert screenshot.stat().st_size > 20_000
 
@@ -170,10 +171,10 @@ def test_the_report_shows_the_commands_figures_curves_filters_and_marks(
 
 
 def test_the_report_makes_no_network_request(
-    report: tuple[Path, dict[str, Any]], browser_tools: tuple[str, str, Path], tmp_path: Path
+    report: tuple[Path, dict[str, Any]], browser: BrowserSession, tmp_path: Path
 ) -> None:
     html, _ = report
-    page = run_script(browser_tools, "eval_report.cjs", [html.as_uri(), str(tmp_path / "shot.png")])
+    page = browser.request(url=html.as_uri(), screenshot=str(tmp_path / "shot.png"))
     assert page["requests"] == []
     assert page["violations"] == []  # nothing blocked either: the page asked for nothing
     assert page["errors"] == [], page["log"]
@@ -184,10 +185,10 @@ def test_the_report_makes_no_network_request(
         "</main>", '<img src="http://127.0.0.1:9/pixel.png"></main>'
     )
     leaky.write_text(text.replace('http-equiv="Content-Security-Policy"', 'name="csp-off"'), encoding="utf-8")
-    page = run_script(browser_tools, "eval_report.cjs", [leaky.as_uri(), str(tmp_path / "leaky.png")])
+    page = browser.request(url=leaky.as_uri(), screenshot=str(tmp_path / "leaky.png"))
     assert page["requests"] == ["http://127.0.0.1:9/pixel.png"]
     # With the page's policy on, the browser refuses the same image and says so; the attempt is still seen.
     leaky.write_text(text, encoding="utf-8")
-    page = run_script(browser_tools, "eval_report.cjs", [leaky.as_uri(), str(tmp_path / "leaky.png")])
+    page = browser.request(url=leaky.as_uri(), screenshot=str(tmp_path / "leaky.png"))
     assert page["violations"] == ["img-src http://127.0.0.1:9/pixel.png"]
     assert page["requests"] == ["http://127.0.0.1:9/pixel.png"]

@@ -28,7 +28,7 @@ from opentelemetry.trace import SpanKind
 
 import _fake_judge
 import faithtrace
-from _browser_fixtures import browser_tools, run_script  # noqa: F401  (fixture)
+from _browser_fixtures import BrowserSession, browser, browser_tools  # noqa: F401  (fixtures)
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401  (fixture)
 from _phoenix_fixtures import PhoenixServer
 from faithtrace._telemetry import names as n
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.backend, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("FAITHTRACE_ARTIFACTS", ROOT / "test-artifacts"))
-SCRIPT = "phoenix_list.cjs"
+BROWSER_SCRIPT = "phoenix_list.cjs"  # what the `browser` fixture runs
 PROJECT = "faithtrace-browser"
 CONTEXTS, QUESTION = _fake_judge.WARRANTY_CONTEXTS, _fake_judge.WARRANTY_QUESTION
 FAILING, PASSING = _fake_judge.FAILING_ANSWER, _fake_judge.PASSING_ANSWER
@@ -121,22 +121,30 @@ def _filtered(phoenix: PhoenixServer, project_id: str, condition: str) -> list[t
 
 
 def _browse(
-    tools: tuple[str, str, Path],
+    browser: BrowserSession,
     url: str,
     wait_for: str,
     screenshot: Path,
     filter_condition: str,
     anywhere: bool = False,
+    stat: str = "",
 ) -> dict[str, Any]:
-    return run_script(
-        tools, SCRIPT, [url, wait_for, str(screenshot), filter_condition], ANYWHERE=str(int(anywhere))
+    page = browser.request(
+        url=url,
+        waitFor=wait_for,
+        screenshot=str(screenshot),
+        filter=filter_condition,
+        anywhere=anywhere,
+        stat=stat,
     )
+    print(f"{screenshot.name}: {', '.join(page['steps'])}")  # where a slow page spends its time
+    return page
 
 
 def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     traced_to_phoenix: TracerProvider,
     phoenix_server: PhoenixServer,
-    browser_tools: tuple[str, str, Path],
+    browser: BrowserSession,
 ) -> None:
     @faithtrace.trace_faithfulness(name="support-answer")
     def answer(question: str, contexts: list[str], text: str) -> str:
@@ -203,7 +211,7 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     # list filters on trace annotations (which is why faithtrace writes one per RAG span next to the span
     # annotation).
     page = _browse(
-        browser_tools, url, "faithfulness", screenshot, "trace_annotations['faithfulness'].label == 'fail'"
+        browser, url, "faithfulness", screenshot, "trace_annotations['faithfulness'].label == 'fail'"
     )
     assert screenshot.stat().st_size > 10_000
     assert page["found"], f"{page['log']}\nno 'faithfulness' on {page['url']}: {page['text'][:2000]}"
@@ -233,7 +241,7 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     # The unfiltered list: the failing answer's score reads unfavourable, the passing one's favourable, in
     # different colours (the third screenshot).
     colours_shot = ARTIFACTS / "phoenix-traces-pass-and-fail.png"
-    page = _browse(browser_tools, url, "faithfulness", colours_shot, "")
+    page = _browse(browser, url, "faithfulness", colours_shot, "")
     assert page["found"], f"{page['log']}\nno 'faithfulness' on {page['url']}: {page['text'][:2000]}"
     header = page["rows"][0]
     shown = {}
@@ -260,7 +268,7 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     # The click opens the span (second screenshot).
     spans_shot = ARTIFACTS / "phoenix-evaluated-rag-span.png"
     spans_url = f"{phoenix_server.http_url}/projects/{project_id}/spans"
-    page = _browse(browser_tools, spans_url, "support-answer", spans_shot, nested)
+    page = _browse(browser, spans_url, "support-answer", spans_shot, nested)
     assert page["found"], f"{page['log']}\nno RAG span on {page['url']}: {page['text'][:2000]}"
     rows = [r for r in page["rows"] if "support-answer" in r]
     assert len(rows) == 1, page["rows"]
@@ -276,9 +284,7 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     assert json.loads(replied)["verdicts"]
     chat_shot = ARTIFACTS / "phoenix-judge-spans.png"
     judge_spans_url = f"{phoenix_server.http_url}/projects/{_project_id(phoenix_server, judge_project)}/spans"
-    page = _browse(
-        browser_tools, judge_spans_url, chat["name"], chat_shot, "span_kind == 'LLM'", anywhere=True
-    )
+    page = _browse(browser, judge_spans_url, chat["name"], chat_shot, "span_kind == 'LLM'", anywhere=True)
     assert page["found"], f"{page['log']}\nno judge span on {page['url']}: {page['text'][:2000]}"
     header = page["rows"][0]
     rows = [dict(zip(header, r, strict=True)) for r in page["rows"][1:] if chat["name"] in r]
@@ -295,9 +301,12 @@ def test_phoenix_traces_list_shows_the_faithfulness_annotation(
     retriever = next(s for s in spans if s["name"] == n.RETRIEVER_SPAN and s["parent_id"] == failing_id)
     docs_shot = ARTIFACTS / "phoenix-rag-documents.png"
     docs_url = f"{phoenix_server.http_url}/redirects/spans/{retriever['context']['span_id']}"
-    page = _browse(browser_tools, docs_url, "Documents", docs_shot, "", anywhere=True)
+    # Awaited: the document's own text (its panel's "Documents" heading shows before the documents do).
+    document = CONTEXTS[0].split(". ")[1]
+    page = _browse(browser, docs_url, document, docs_shot, "", anywhere=True)
     assert page["found"], f"{page['log']}\nno documents on {page['url']}: {page['text'][:2000]}"
-    assert CONTEXTS[0].split(". ")[1] in page["text"], page["text"][:3000]
+    assert "Documents" in page["text"]
+    assert document in page["text"], page["text"][:3000]
     assert QUESTION in page["text"]
     assert "support-answer" in page["text"]  # the RAG span, beside it in the trace's span tree
 
@@ -340,7 +349,7 @@ def latency_app(phoenix_server: PhoenixServer, fake_judge: FakeJudge) -> Iterato
 
 
 def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_on_its_rag_span(
-    latency_app: TracerProvider, phoenix_server: PhoenixServer, browser_tools: tuple[str, str, Path]
+    latency_app: TracerProvider, phoenix_server: PhoenixServer, browser: BrowserSession
 ) -> None:
     @faithtrace.trace_faithfulness(name="support-answer")
     def answer(question: str, contexts: list[str], text: str) -> str:
@@ -388,11 +397,11 @@ def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_
     # The project's latency, as its stats show it: the requests' own (tens of milliseconds), not the
     # scoring's. The judge's traces are filed under a project of their own, where the second-long scoring is.
     project_url = f"{phoenix_server.http_url}/projects/{project_id}"
-    page = _browse_until_stats(browser_tools, project_url, ARTIFACTS / "phoenix-project-latency.png")
+    page = _browse_until_stats(browser, project_url, ARTIFACTS / "phoenix-project-latency.png")
     p50, p99 = (_seconds(_stat(page["text"], f"Latency {p}")) for p in ("P50", "P99"))
     assert 0 < p50 <= p99 <= max(took) + 0.005, (p50, p99, took)
     judge_page = _browse_until_stats(
-        browser_tools,
+        browser,
         f"{phoenix_server.http_url}/projects/{_project_id(phoenix_server, judge_project)}",
         ARTIFACTS / "phoenix-judge-project-latency.png",
     )
@@ -401,7 +410,7 @@ def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_
     # The traces list: each request's latency, and the tokens and cost of the app's own LLM call only (the
     # judge's gpt-4o tokens over a long context would cost cents).
     page = _browse(
-        browser_tools,
+        browser,
         f"{project_url}/traces",
         "POST /ask",
         ARTIFACTS / "phoenix-request-traces.png",
@@ -417,7 +426,7 @@ def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_
         assert cells["total tokens"] == str(APP_TOKENS), cells
         assert cells["total cost"] == "<$0.01", cells
     page = _browse(
-        browser_tools,
+        browser,
         f"{phoenix_server.http_url}/projects/{_project_id(phoenix_server, judge_project)}/traces",
         n.EVALUATION_SPAN,
         ARTIFACTS / "phoenix-judge-traces.png",
@@ -432,7 +441,7 @@ def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_
 
     # The failing request's trace: its latency, its cost, and on its RAG span the faithfulness score.
     page = _browse(
-        browser_tools,
+        browser,
         f"{phoenix_server.http_url}/redirects/spans/{failing['context']['span_id']}",
         "Events",
         ARTIFACTS / "phoenix-request-trace.png",
@@ -452,7 +461,7 @@ def test_phoenix_shows_each_request_s_own_latency_tokens_and_cost_and_the_score_
     # The Spans tab, filtered on the label the RAG span carries as an attribute: the failing request's RAG
     # span, whose annotation, opened, shows the score and the pass/fail label.
     page = _browse(
-        browser_tools,
+        browser,
         f"{project_url}/spans",
         "faithfulness",
         ARTIFACTS / "phoenix-rag-span-score.png",
@@ -477,12 +486,12 @@ def _annotations_of(phoenix: PhoenixServer, project: str, span_ids: list[str]) -
             time.sleep(0.25)
 
 
-def _browse_until_stats(tools: tuple[str, str, Path], url: str, screenshot: Path) -> dict[str, Any]:
-    """The project page once its stats have loaded (they come after the page, and read "--" until then)."""
+def _browse_until_stats(browser: BrowserSession, url: str, screenshot: Path) -> dict[str, Any]:
+    """The project page once its stats have loaded (they come after the page, and read "--" until then; the
+    page waits for them, and each try is a fresh page)."""
     for _ in range(5):
-        page = _browse(tools, url, "Latency P99", screenshot, "", anywhere=True)
+        page = _browse(browser, url, "Latency P99", screenshot, "", anywhere=True, stat="Latency P99")
         assert page["found"], f"{page['log']}\nno stats on {page['url']}: {page['text'][:2000]}"
         if re.search(r"\d", _stat(page["text"], "Latency P99")):
             return page
-        time.sleep(2)
     raise AssertionError(f"the stats never loaded on {url}: {page['text'][:2000]}")

@@ -2,19 +2,19 @@
 // figure ([data-figure]), the plots and their curves' points, the answers each filter leaves visible, the
 // marked text, the skipped lines, and every network request and Content-Security-Policy violation the page
 // caused (each request is recorded and aborted: the report must need none).
-// Usage: node eval_report.cjs <file-url> <screenshot.png>
-// Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary), FULL_PAGE=1 (the
-// screenshot is the whole page, not the first screen), WIDTH / HEIGHT (the viewport, default 1280 x 900).
-const { launch, run } = require("./chromium.cjs");
+// Usage: node eval_report.cjs, then one JSON request a line on stdin, each answered by one JSON line on
+// stdout, all in one browser (it closes when stdin does); each request gets a context of its own (nothing
+// cached from an earlier page). A request: {url (the report's file URL), screenshot (a .png path), fullPage
+// (the screenshot is the whole page, not the first screen), width / height (the viewport, default 1280 x 900)}.
+// Env: PLAYWRIGHT_CORE (the playwright-core package dir), CHROMIUM (the browser binary).
+const { serve } = require("./chromium.cjs");
 
-const [url, screenshot] = process.argv.slice(2);
-
-run(async () => {
-  const browser = await launch();
+async function report(browser, request) {
+  const { url, screenshot } = request;
+  const width = Number(request.width || 1280);
+  const height = Number(request.height || 900);
+  const context = await browser.newContext({ viewport: { width, height } });
   try {
-    const width = Number(process.env.WIDTH || 1280);
-    const height = Number(process.env.HEIGHT || 900);
-    const context = await browser.newContext({ viewport: { width, height } });
     const requests = [];
     // Anything but the report itself is a request the report should not make: recorded, then refused.
     await context.route("**/*", (route) => {
@@ -123,12 +123,12 @@ run(async () => {
       };
     }
     await page.locator('#answers .filters button[data-filter="all"]').click();
-    await page.screenshot({ path: screenshot, fullPage: process.env.FULL_PAGE === "1" });
+    await page.screenshot({ path: screenshot, fullPage: Boolean(request.fullPage) });
     const last = await read();
-    process.stdout.write(
-      JSON.stringify({ ...page0, filters, requests, errors, violations: last.violations, url: page.url() }),
-    );
+    return { ...page0, filters, requests, errors, violations: last.violations, url: page.url() };
   } finally {
-    await browser.close();
+    await context.close();
   }
-});
+}
+
+serve(report);
