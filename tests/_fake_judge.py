@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from _loopback import serve_in_background
 from faithtrace import JudgeSettings
 
 MODEL = "openai/fake-judge"
@@ -193,11 +194,7 @@ def running_fake_judge() -> Iterator[FakeJudge]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     server.daemon_threads = True
     fake.base_url = f"http://127.0.0.1:{server.server_port}"
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-judge", daemon=True
-    )
-    thread.start()
+    thread = serve_in_background(server, "fake-judge")
     try:
         yield fake
     finally:

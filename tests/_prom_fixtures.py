@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from _loopback import serve_in_background
 from faithtrace import JudgeSettings
 from faithtrace._telemetry import names
 
@@ -312,11 +313,7 @@ def serve_scripted_judge() -> Iterator[ScriptedJudge]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _judge_handler(judge))
     server.daemon_threads = True
     judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-judge", daemon=True
-    )
-    thread.start()
+    thread = serve_in_background(server, "scripted-judge")
     try:
         yield judge
     finally:

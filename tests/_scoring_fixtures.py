@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from _loopback import serve_in_background
 from faithtrace import JudgeSettings
 
 # The hand-written probes (benchmarks/data/probes.jsonl): contradictions and faithful paraphrases.
@@ -169,11 +170,7 @@ def fake_judge() -> Iterator[FakeJudge]:
     fake = FakeJudge(url=f"http://127.0.0.1:{server.server_address[1]}/v1")
     server.RequestHandlerClass = _handler(fake)
     server.daemon_threads = True
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-judge", daemon=True
-    )
-    thread.start()
+    thread = serve_in_background(server, "fake-judge")
     try:
         yield fake
     finally:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _loopback import serve_in_background
 from _ports import free_port
 from _prom_fixtures import (
     ALERTMANAGER_CONFIG,
@@ -91,11 +92,7 @@ def serve_webhook() -> Iterator[Webhook]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     hook.url = f"http://127.0.0.1:{server.server_address[1]}/faithtrace-alerts"
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="alert-webhook", daemon=True
-    )
-    thread.start()
+    thread = serve_in_background(server, "alert-webhook")
     try:
         yield hook
     finally:

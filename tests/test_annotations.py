@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from _fake_judge import MODEL, fake_judge  # noqa: F401  (fixture)
+from _loopback import serve_in_background
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, ft, judge_root_of, point  # noqa: F401
 from faithtrace import CaptureOptions, trace_faithfulness
 from faithtrace._config.settings import build_settings
@@ -68,10 +69,7 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        serve_in_background(self.server)
 
     @property
     def items(self) -> list[dict[str, Any]]:

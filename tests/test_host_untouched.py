@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +28,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from _fake_judge import fake_judge  # noqa: F401  (fixture)
+from _loopback import serve_in_background
 
 # Each test runs a host app in a fresh interpreter, to see what faithtrace leaves behind at exit.
 pytestmark = pytest.mark.slow
@@ -202,8 +202,7 @@ class _OTLPReceiver(BaseHTTPRequestHandler):
 def otlp_receiver() -> Iterator[tuple[str, list[str]]]:
     spans: list[str] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_OTLPReceiver,), {"spans": spans}))
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    serve_in_background(server)
     try:
         yield f"http://127.0.0.1:{server.server_port}", spans
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from _loopback import serve_in_background
 from faithtrace import LocalJudgeError
 from faithtrace.judge.local import endpoint as local
 from faithtrace.judge.local import llama_speed
@@ -65,9 +66,7 @@ class _Foreign(BaseHTTPRequestHandler):
 def foreign_server() -> Iterator[int]:
     """Some other program answering HTTP on a loopback port."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+    serve_in_background(server)
     try:
         yield int(server.server_address[1])
     finally:

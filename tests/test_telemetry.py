@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ from opentelemetry.sdk.metrics.export import Gauge, Histogram, Sum
 from opentelemetry.trace import SpanKind, StatusCode
 
 from _fake_judge import MODEL, REASON_TEXT, fake_judge  # noqa: F401  (fixture)
+from _loopback import serve_in_background
 from _trace_fixtures import CONTEXT, QUESTION, clean_env, evaluation_of, ft, judge_root_of, point  # noqa: F401
 from faithtrace import CaptureOptions, SamplingOptions, ScoringOptions, trace_faithfulness
 from faithtrace._telemetry import names as n
@@ -579,9 +579,7 @@ def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, int]]]]:
     received: list[tuple[str, int]] = []
     handler = type("Handler", (_Collector,), {"received": received})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    # shutdown() returns when serve_forever next polls: every 0.05 s, not its default 0.5 s.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+    serve_in_background(server)
     try:
         yield f"http://127.0.0.1:{server.server_port}", received
     finally:

@@ -30,8 +30,8 @@ async def _off_loop(func: Callable[[], object]) -> None:
     try:
         await in_daemon_thread(func, "faithtrace-warm-up")
     except RuntimeError:
-        # At interpreter exit the default executor refuses new work; the flush at exit must still score
-        # what is queued, so block this (faithtrace's own) loop instead.
+        # At interpreter shutdown no new thread can be started; the flush at exit must still score what is
+        # queued, so block this (faithtrace's own) loop instead.
         func()
 
 
