@@ -281,14 +281,16 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
     broker.create_topic(topic, partitions=4)
     with (
         redis_server(tmp_path / "redis") as redis,
-        # A slow judge: evaluations finish out of order, so the killed replica leaves finished messages
-        # behind its last commit (the ones it had scored and that its partitions' next owner reads again).
+        # A slow judge: evaluations are still running when the replica is killed.
         started_kafka_fleet(tmp_path, otelcol, broker, topic, 0.5) as group,
     ):
         group.redis_url = redis.url
         victim_concurrency = 16
-        for _ in range(2):
-            group.add_consumer(victim_concurrency, *FAST_FAILOVER)
+        group.add_consumer(victim_concurrency, *FAST_FAILOVER)
+        # The replica to kill commits nothing before it dies, so every trace it scored is read again, whole,
+        # by its partitions' next owner. With commits every 0.5 s, whether a scored trace's span lies past
+        # the last commit at the kill is timing: under load it can be none (nothing to find in the record).
+        group.add_consumer(victim_concurrency, *FAST_FAILOVER, "--kafka-commit-interval", "3600")
         group.wait_scorers_ready()
         group.start_collector()
         prometheus, url = _prometheus(tmp_path, group.ports.prometheus)
@@ -296,14 +298,19 @@ def test_a_replica_killed_mid_run_judges_no_scored_trace_again_and_the_alerts_co
         apps = start_apps(group, 100, ())
         victim, _, victim_http = group.scorers[1]
 
-        def busy() -> bool:  # scoring, with more in flight: what it finished lately is not committed yet
-            stats = json.loads(
-                urllib.request.urlopen(f"http://127.0.0.1:{victim_http}/stats", timeout=5).read()
+        at_kill: dict[str, Any] = {}
+
+        def busy() -> bool:  # scoring, with more in flight; what it finished is not committed
+            at_kill.update(
+                json.loads(urllib.request.urlopen(f"http://127.0.0.1:{victim_http}/stats", timeout=5).read())
             )
-            return bool(stats["scored"] >= 10 and stats["pending"] >= 2)
+            return bool(at_kill["scored"] >= 10 and at_kill["pending"] >= 2 and at_kill["kafka_uncommitted"])
 
         wait_until("the replica to kill busy", busy, victim, 120)
         victim.kill9()
+        print(
+            f"killed: scored {at_kill['scored']}, finished and not committed {at_kill['kafka_uncommitted']}"
+        )
         apps.wait()
         run = check(group, apps, "consumer SIGKILLed, shared record", record_property)
         traces = len(run.expected)

@@ -171,6 +171,7 @@ def test_traces_from_kafka_are_scored_once_and_committed_after_export(
             "the lag gauge at 0",
             lambda: serve.stats()["kafka_lag"] == 0 and serve.stats()["kafka_committed"] == 5,
         )
+        assert serve.stats()["kafka_uncommitted"] == 0
         time.sleep(1.0)
         found = sink.evaluations()
         assert len(found) == 2, [s.name for _, s in found]
@@ -213,6 +214,27 @@ def test_an_export_failure_holds_the_commit_until_the_evaluation_is_exported(
         found = sink.wait(1, timeout=60)
         assert len(found) == 1
         wait_for("the message committed", lambda: committed(broker, topic, GROUP, 1) == 1)
+
+
+def test_finished_messages_wait_for_the_commit_interval_and_a_graceful_stop_commits_them(
+    tmp_path: Path, fake_judge: FakeJudge, sink: Sink, broker: Broker
+) -> None:
+    topic = "spans-commit-interval"
+    broker.create_topic(topic, partitions=1)
+    count = 3
+    produce(broker, topic, [(0x66 << 64 | i, remote_span(0x66 << 64 | i, 0x50 + i)) for i in range(count)])
+    with kafka_serve(tmp_path, fake_judge, sink, broker, topic, "--kafka-commit-interval", "3600") as serve:
+        assert len(sink.wait(count, timeout=60)) == count
+        wait_for("every message finished", lambda: serve.stats()["kafka_uncommitted"] == count)
+        stats = serve.stats()
+        assert stats["kafka_committed"] == 0
+        assert stats["kafka_lag"] in (
+            0,
+            count,
+        )  # the lag counts them until their commit (0: not measured yet)
+        assert committed(broker, topic, GROUP, 1) == 0
+        serve.stop()  # SIGTERM: what finished is committed before the replica leaves the group
+    assert committed(broker, topic, GROUP, 1) == count
 
 
 def test_partitions_pause_at_the_buffer_bound_and_resume(

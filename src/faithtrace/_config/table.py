@@ -337,6 +337,10 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         1024, ("FAITHTRACE_SERVE_KAFKA_MAX_BUFFERED",), int, ge=1),
     Option("serve.kafka_max_buffered_bytes", "Bytes of Kafka messages in flight before the consumer pauses.",
         64 << 20, ("FAITHTRACE_SERVE_KAFKA_MAX_BUFFERED_BYTES",), int, ge=1),
+    Option("serve.kafka_commit_interval_s", "How often the offsets of finished Kafka messages are committed. "
+        "Longer sends fewer commits and leaves more finished messages to be read again when a replica dies "
+        "(with --redis they are found in the record, not judged again).",
+        0.5, ("FAITHTRACE_SERVE_KAFKA_COMMIT_INTERVAL",), float, gt=0),
     Option("serve.kafka_option", "A librdkafka consumer setting KEY=VALUE (security.protocol, sasl.*, "
         "session.timeout.ms); the flag repeats, the variable holds them separated by ';'.",
         (), ("FAITHTRACE_SERVE_KAFKA_OPTIONS",), parse_list, metavar="KEY=VALUE", shown_default="none"),

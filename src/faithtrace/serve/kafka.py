@@ -6,9 +6,10 @@ keyed by trace ID, so every part of a trace reaches one partition and so one rep
 
 Delivery is at least once: a message's offset is committed only after every trace it touched was scored
 and its evaluation accepted by the exporter (or counted as skipped: incomplete, malformed, a duplicate).
-Offsets are committed per partition up to the first message not finished yet, so a replica killed at any
-point leaves its unfinished messages (and perhaps some finished after the last commit: those are scored
-twice) to the replica that takes its partitions over. A refused message (the scorer is saturated, the judge
+Offsets are committed per partition up to the first message not finished yet, every ``commit_every_s``
+(0.5 s), so a replica killed at any point leaves its unfinished messages (and those finished after the last
+commit, ``kafka_uncommitted``: scored twice, unless the fleet shares a record of scored traces) to the
+replica that takes its partitions over. A refused message (the scorer is saturated, the judge
 is rate-limited, results could not be exported) is retried in place; it holds its partition's commits back,
 which is what lag (the scaling signal) should show.
 
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 _CONSUME_BATCH = 256
 _POLL_S = 0.2
-_COMMIT_EVERY_S = 0.5
 _LAG_EVERY_S = 1.0
 
 
@@ -53,6 +53,7 @@ class KafkaSettings:
     max_buffered: int = 1024  # messages fetched and not finished, across partitions
     max_buffered_bytes: int = 64 << 20
     revoke_timeout_s: float = 20.0  # a partition taken away may finish its messages this long first
+    commit_every_s: float = 0.5  # how often finished messages' offsets are committed
     options: Mapping[str, str] = field(default_factory=dict)  # librdkafka settings (security, timeouts)
 
     def client_config(self) -> dict[str, Any]:
@@ -92,7 +93,14 @@ class KafkaCounters:
 
 
 KAFKA_GAUGES = frozenset(
-    {"kafka_lag", "kafka_buffered", "kafka_buffered_bytes", "kafka_paused", "kafka_partitions"}
+    {
+        "kafka_lag",
+        "kafka_buffered",
+        "kafka_buffered_bytes",
+        "kafka_paused",
+        "kafka_partitions",
+        "kafka_uncommitted",
+    }
 )
 
 
@@ -105,7 +113,9 @@ class _Partition:
         self.done: set[int] = set()
         self.commit_to: int | None = None  # next offset to commit (the first not finished)
         self.committed: int | None = None
-        self.finished = 0  # messages committable and not committed yet (counted once committed)
+        self.finished = 0  # messages committable so far (the finished prefix), counted from the assignment
+        self.acked = 0  # ... of which the broker has confirmed a commit
+        self.sent: dict[int, int] = {}  # offset in a commit under way -> ``finished`` when it was sent
         self.admitted: asyncio.Future[None] | None = None  # the last message's entry into the scorer
 
     def add(self, offset: int) -> None:
@@ -119,9 +129,13 @@ class _Partition:
             first = self.offsets.popleft()
             self.done.discard(first)
             self.commit_to = first + 1
+            self.finished += 1  # after commit_to (see _committable)
             advanced += 1
-        self.finished += advanced
         return advanced
+
+    def uncommitted(self) -> int:
+        """Finished messages that no commit confirmed by the broker covers (also those behind one running)."""
+        return self.finished - self.acked + len(self.done)
 
 
 class KafkaSource:
@@ -155,6 +169,7 @@ class KafkaSource:
             "kafka_buffered_bytes": self._buffered_bytes,
             "kafka_paused": int(self._paused),
             "kafka_partitions": len(self._parts),
+            "kafka_uncommitted": sum(part.uncommitted() for part in list(self._parts.values())),
         }
 
     # --- the client, on its own thread ----------------------------------------------------------------------
@@ -212,8 +227,11 @@ class KafkaSource:
         for (topic, partition), part in self._parts.items():
             if keys is not None and (topic, partition) not in keys:
                 continue
-            if part.commit_to is not None and part.commit_to != part.committed:
-                out.append(TopicPartition(topic, partition, part.commit_to))
+            # The count first: finish() moves commit_to before the count, so the offset covers the count.
+            count, commit_to = part.finished, part.commit_to
+            if commit_to is not None and commit_to != part.committed:
+                part.sent[commit_to] = count
+                out.append(TopicPartition(topic, partition, commit_to))
         return out
 
     def _committed(self, offsets: list[TopicPartition]) -> None:
@@ -221,8 +239,11 @@ class KafkaSource:
             part = self._parts.get((tp.topic, tp.partition))
             if part is not None:
                 part.committed = tp.offset
-                self.counters.kafka_committed += part.finished
-                part.finished = 0
+                # What was finished when this commit was sent; later commits cover more, never less.
+                acked = max(part.acked, part.sent.pop(tp.offset, part.acked))
+                part.sent = {o: n for o, n in part.sent.items() if o > tp.offset}
+                self.counters.kafka_committed += acked - part.acked
+                part.acked = acked
 
     def _commit_async(self, consumer: Consumer) -> None:
         """The periodic commit: never blocks the client thread (a synchronous commit waits for the group
@@ -290,7 +311,7 @@ class KafkaSource:
             for message in messages:
                 self._take(message)
             now = time.monotonic()
-            if now - last_commit >= _COMMIT_EVERY_S:
+            if now - last_commit >= self.settings.commit_every_s:
                 last_commit = now
                 await self._call(self._commit_async, consumer)
             if now - last_lag >= _LAG_EVERY_S:

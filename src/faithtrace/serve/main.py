@@ -86,6 +86,7 @@ def _kafka_settings(cfg: argparse.Namespace) -> KafkaSettings | None:
         group=cfg.kafka_group,
         max_buffered=cfg.kafka_max_buffered,
         max_buffered_bytes=cfg.kafka_max_buffered_bytes,
+        commit_every_s=cfg.kafka_commit_interval_s,
         options=options,
     )
 
