@@ -97,6 +97,23 @@ def test_two_replicas_spend_one_budget_and_never_judge_what_the_other_scored(
     assert budget_points
 
 
+def test_the_stores_call_bound_comes_from_its_flag_or_variable() -> None:
+    import argparse
+
+    from faithtrace._config.settings import build_settings
+    from faithtrace.serve.main import _fleet, serve_options
+
+    def bound(args: dict[str, object], environ: dict[str, str]) -> float:
+        cfg = serve_options(argparse.Namespace(redis="redis://127.0.0.1:1/0", **args), environ)
+        store = _fleet(cfg, build_settings(), "replica").store  # the client connects on its first call
+        assert store is not None
+        return store.timeout_s
+
+    assert bound({}, {}) == 0.5
+    assert bound({}, {"FAITHTRACE_SERVE_REDIS_TIMEOUT": "2"}) == 2.0
+    assert bound({"redis_timeout_s": 5.0}, {"FAITHTRACE_SERVE_REDIS_TIMEOUT": "2"}) == 5.0
+
+
 def test_a_store_that_freezes_or_goes_away_neither_stalls_nor_fails_a_replica(
     tmp_path: Path, fake_judge: FakeJudge, sink: Sink, redis: RedisServer
 ) -> None:

@@ -292,6 +292,9 @@ OPTIONS_LIST: Final[tuple[Option, ...]] = (
         "share: one judge budget for the fleet, and the record of traces scored, checked before judging "
         "(none: each replica keeps its budget and record alone). Needs faithtrace[redis].",
         env=("FAITHTRACE_SERVE_REDIS",), metavar="URL", shown_default="none"),
+    Option("serve.redis_timeout_s", "How long a call to Redis may take: one slower, or failing, counts Redis "
+        "down for a back-off (the record is neither read nor written, the budget is kept locally).",
+        0.5, ("FAITHTRACE_SERVE_REDIS_TIMEOUT",), float, gt=0),
     Option("serve.fleet", "The fleet's name in the store: replicas with the same name share one budget and "
         "one record.",
         env=("FAITHTRACE_SERVE_FLEET",), metavar="NAME", shown_default="the Kafka group, else faithtrace"),

@@ -117,7 +117,7 @@ def _fleet(cfg: argparse.Namespace, settings: Settings, instance: str) -> Fleet:
 
         name = cfg.fleet or (cfg.kafka_group if cfg.kafka else "faithtrace")
         try:
-            store = RedisStore(cfg.redis, name, instance)
+            store = RedisStore(cfg.redis, name, instance, timeout_s=cfg.redis_timeout_s)
         except ValueError as exc:
             raise ConfigError(f"--redis {cfg.redis}: {exc}") from None
     return Fleet(limits, store, scored_ttl_s=cfg.scored_ttl_s)
