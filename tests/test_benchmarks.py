@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from benchmarks._page import results  # noqa: E402
 from benchmarks._shared import common as _common  # noqa: E402
 from benchmarks._shared import fakejudge as _fakejudge  # noqa: E402
 from benchmarks._shared import metrics as _accuracy_metrics  # noqa: E402
+from benchmarks.request_path import faults as _faults  # noqa: E402
 
 
 def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -130,7 +132,18 @@ def test_eval_cpu_scores_every_call_in_process_and_none_remote(tmp_path: Path) -
 def test_faults_runs_each_fault_in_a_host_process_and_reports_what_it_saw(tmp_path: Path) -> None:
     out = tmp_path / "faults.json"
     faults = "none,judge_500,otlp_refused,app_processor_on_end"
-    proc = _run("request_path/faults.py", "--calls", "5", "--faults", faults, "--out", str(out))
+    # A host that hangs is reported by name, with its threads' stacks, well before this test's own timeout.
+    proc = _run(
+        "request_path/faults.py",
+        "--calls",
+        "5",
+        "--faults",
+        faults,
+        "--host-timeout",
+        "100",
+        "--out",
+        str(out),
+    )
     data = json.loads(out.read_text())
     rows = {r["fault"]: r for r in data["results"]}
     assert list(rows) == faults.split(",")
@@ -141,6 +154,35 @@ def test_faults_runs_each_fault_in_a_host_process_and_reports_what_it_saw(tmp_pa
         assert 0 <= row["shutdown_s"] < 6.5  # shutdown(5) keeps its deadline (plus its grace)
     assert data["summary"]["judge_and_exporter_faults"] == 2
     assert "shutdown(5)" in proc.stdout
+
+
+def test_a_hung_fault_process_is_stopped_at_its_bound_with_its_stacks_and_its_children() -> None:
+    """What `faults.py` does with a host process that does not exit: it asks for its threads' stacks, kills
+    it with the children that hold its pipes, and returns within the bound."""
+    hung = (
+        "import faulthandler, signal, subprocess, time\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        "child = subprocess.Popen(['sleep', '600'])\n"  # inherits the pipes
+        "print(child.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    started = time.monotonic()
+    code, out, err = _faults.run_bounded([sys.executable, "-c", hung], None, 2.0)
+    assert time.monotonic() - started < 15
+    assert code is None
+    assert "most recent call first" in err  # the stacks faulthandler wrote
+    child = int(out.split()[0])
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and "zombie" not in _state(child):
+        assert time.monotonic() < deadline, "the hung process's child is still running"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
 
 
 @pytest.mark.slow

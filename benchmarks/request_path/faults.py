@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -45,6 +47,8 @@ JUDGE_FAULTS = (
 EXPORTER_FAULTS = ("otlp_refused", "otlp_hang", "otlp_500", "otlp_413", "prometheus_taken")
 APP_FAULTS = ("app_processor_on_start", "app_processor_on_end")
 FAULTS = ("none", *JUDGE_FAULTS, *EXPORTER_FAULTS, *APP_FAULTS)
+# A host process takes seconds (imports, its calls, shutdown(5)): one not gone after this long hangs.
+HOST_TIMEOUT_S = 120.0
 
 
 # --- loopback stand-ins -------------------------------------------------------------------------------------
@@ -204,21 +208,51 @@ def host(fault: str, calls: int) -> dict[str, Any]:
     }
 
 
-def run_fault(fault: str, calls: int, judge_url: str) -> dict[str, Any]:
+def run_bounded(argv: list[str], env: dict[str, str] | None, timeout_s: float) -> tuple[int | None, str, str]:
+    """Run a process (in a session of its own) for at most ``timeout_s``: its exit status (None: it had not
+    exited and was killed), stdout and stderr. A process still running then is asked for its threads' stacks
+    (SIGUSR1: ``--host`` registers faulthandler on it), which end up in its stderr, and killed with its
+    children; no wait here is unbounded, even on a child that holds the pipes open."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGUSR1)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=2)  # the stacks (communicate keeps what it read for the next call)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:  # something outside the session holds the pipes: leave them
+        out, err = "", "(no output: the pipes stayed open)"
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    return None, out, err
+
+
+def run_fault(fault: str, calls: int, judge_url: str, timeout_s: float = HOST_TIMEOUT_S) -> dict[str, Any]:
     with _environment(fault, judge_url) as env:
         started = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, __file__, "--host", fault, "--calls", str(calls)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
+        code, out, err = run_bounded(
+            [sys.executable, __file__, "--host", fault, "--calls", str(calls)], env, timeout_s
         )
         exited_s = time.monotonic() - started
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return {"fault": fault, "error": f"exit {proc.returncode}: {proc.stderr[-500:]}"}
+    lines = out.strip().splitlines()
+    if code is None:
+        reported = f"; it had reported {lines[-1]}" if lines else ""
+        return {
+            "fault": fault,
+            "error": f"the host process had not exited {timeout_s:g} s after its start{reported}; "
+            f"its threads then:\n{err[-12000:]}",
+        }
+    if code != 0 or not lines:
+        return {"fault": fault, "error": f"exit {code}: {err[-500:]}"}
     result: dict[str, Any] = json.loads(lines[-1])
     result["process_s"] = exited_s  # start to exit: imports, the calls, shutdown and the exit hooks
     return result
@@ -230,11 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, help="decorated calls per fault")
     parser.add_argument("--faults", help=f"comma-separated subset of: {', '.join(FAULTS)}")
     parser.add_argument("--out", help="JSON output (default results/faults.json, --quick: faults-quick.json)")
+    parser.add_argument(
+        "--host-timeout",
+        type=float,
+        default=HOST_TIMEOUT_S,
+        help=f"seconds a fault's host process may run before it counts as hung (default {HOST_TIMEOUT_S:g})",
+    )
     parser.add_argument("--host", help=argparse.SUPPRESS)  # the host app's process, run by this script
     args = parser.parse_args(argv)
     calls = args.calls or (100 if args.quick else 500)
     if args.host:
-        print(json.dumps(host(args.host, calls)))
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # run_bounded asks a hung host for its stacks
+        print(json.dumps(host(args.host, calls)), flush=True)
         return 0
     faults = args.faults.split(",") if args.faults else list(FAULTS)
     unknown = sorted(set(faults) - set(FAULTS))
@@ -243,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with _common.fake_judge(0.05, max_seconds=3600) as judge_url:
         for fault in faults:
-            rows.append(run_fault(fault, calls, judge_url))
-            print(f"{fault}: {rows[-1]}", flush=True)
+            rows.append(run_fault(fault, calls, judge_url, args.host_timeout))
+            row = rows[-1]
+            print(f"{fault}: FAILED: {row['error']}" if "error" in row else f"{fault}: {row}", flush=True)
     headers = [
         "fault", "host exceptions", "results changed", "p50 µs", "p99 µs", "shutdown(5) s", "dropped",
         "spans unfinished", "flushed",
