@@ -187,9 +187,13 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check src tests examples benchmarks training docs/conftest.py
 	$(call end,lint)
 
+# mypy's cache lives beside the other caches, not in the clone: a fresh clone's check took 26.6 s with an empty
+# cache and 7.0 s (1.9 s of CPU) with one left by another clone and venv. mypy checks each cached module against
+# its source's hash and its own version, so a cache written for other code is never trusted where it differs.
+MYPY_CACHE := $(HOME)/.cache/faithtrace/mypy
 typecheck: $(VENV)/.dev-installed
 	$(call begin,typecheck)
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE)
 	$(call end,typecheck)
 
 # The docs' configuration table, regenerated from src/faithtrace/_config/table.py (a test checks it).
