@@ -41,8 +41,11 @@ pytestmark = pytest.mark.backend
 SERVICE = "tail-sampled-app"
 CONTEXTS, QUESTION = _fake_judge.WARRANTY_CONTEXTS, _fake_judge.WARRANTY_QUESTION
 FAILING, PASSING = _fake_judge.FAILING_ANSWER, _fake_judge.PASSING_ANSWER
-DECISION_WAIT_S = 6  # the kit waits 60 s; the hold here is 3 s, so this leaves the same kind of margin
-HOLD_S = 3.0
+# The kit waits 60 s for a 30 s hold; here 10 s for 5 s. The hold must outlast the failing answer's scoring:
+# its judge requests take the fake judge's 0.5 s each, and at a load of 11 a 3 s hold ran out before the score
+# came, so the RAG span went out unscored after its trace's decision.
+DECISION_WAIT_S = 10
+HOLD_S = 5.0
 
 
 def kit_pipeline(receiver: int, out: Path) -> dict[str, Any]:
