@@ -1,6 +1,6 @@
 """Shared test set-up. Fixture modules live next to this file and are registered here.
 
-The suite runs under pytest-xdist (`make test`: ``-n 2 --dist loadgroup``); how a test stays xdist-safe is in
+The suite runs under pytest-xdist (`make test`: ``-n 3 --dist loadgroup``); how a test stays xdist-safe is in
 docs/development.md ("Writing a test"). This file puts the tests that share one process-wide backend (the
 local judge, Phoenix) or a module-scoped fixture on one worker, and sends the slow ones out first.
 """
