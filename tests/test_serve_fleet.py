@@ -6,6 +6,7 @@ reports usage, and counts what it reported."""
 
 from __future__ import annotations
 
+import argparse
 import time
 import urllib.error
 import urllib.request
@@ -17,6 +18,8 @@ import pytest
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _redis_fixtures import RedisServer, redis_server
 from _serve_fixtures import Serve, Sink, run_serve, run_serves, sink  # noqa: F401
+from faithtrace._config.settings import build_settings
+from faithtrace.serve.main import _fleet, serve_options
 from test_serve import _raw_request
 
 pytestmark = [pytest.mark.backend, pytest.mark.timeout(180)]
@@ -98,11 +101,6 @@ def test_two_replicas_spend_one_budget_and_never_judge_what_the_other_scored(
 
 
 def test_the_stores_call_bound_comes_from_its_flag_or_variable() -> None:
-    import argparse
-
-    from faithtrace._config.settings import build_settings
-    from faithtrace.serve.main import _fleet, serve_options
-
     def bound(args: dict[str, object], environ: dict[str, str]) -> float:
         cfg = serve_options(argparse.Namespace(redis="redis://127.0.0.1:1/0", **args), environ)
         store = _fleet(cfg, build_settings(), "replica").store  # the client connects on its first call

@@ -24,7 +24,6 @@ Every call into the client runs on one thread of its own (librdkafka's rebalance
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import time
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from faithtrace._common import safety
+from faithtrace.serve.kafka_partition import Partition
 from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_protobuf
 from faithtrace.serve.receiver import Receiver
@@ -104,40 +104,6 @@ KAFKA_GAUGES = frozenset(
 )
 
 
-class _Partition:
-    """The offsets of one partition in flight, in fetch order; commits advance past finished ones only."""
-
-    def __init__(self, key: tuple[str, int]) -> None:
-        self.key = key
-        self.offsets: collections.deque[int] = collections.deque()
-        self.done: set[int] = set()
-        self.commit_to: int | None = None  # next offset to commit (the first not finished)
-        self.committed: int | None = None
-        self.finished = 0  # messages committable so far (the finished prefix), counted from the assignment
-        self.acked = 0  # ... of which the broker has confirmed a commit
-        self.sent: dict[int, int] = {}  # offset in a commit under way -> ``finished`` when it was sent
-        self.admitted: asyncio.Future[None] | None = None  # the last message's entry into the scorer
-
-    def add(self, offset: int) -> None:
-        self.offsets.append(offset)
-
-    def finish(self, offset: int) -> int:
-        """Mark ``offset`` finished; returns how many messages became committable (the finished prefix)."""
-        self.done.add(offset)
-        advanced = 0
-        while self.offsets and self.offsets[0] in self.done:
-            first = self.offsets.popleft()
-            self.done.discard(first)
-            self.commit_to = first + 1
-            self.finished += 1  # after commit_to (see _committable)
-            advanced += 1
-        return advanced
-
-    def uncommitted(self) -> int:
-        """Finished messages that no commit confirmed by the broker covers (also those behind one running)."""
-        return self.finished - self.acked + len(self.done)
-
-
 class KafkaSource:
     """Consumes the topic into ``scorer`` until ``stop()``."""
 
@@ -147,10 +113,10 @@ class KafkaSource:
         self.counters = KafkaCounters()
         self._consumer: Consumer | None = None
         self._client = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="faithtrace-kafka")
-        self._parts: dict[tuple[str, int], _Partition] = {}
+        self._parts: dict[tuple[str, int], Partition] = {}
         # Each message in flight with its partition's tracker: a tracker dropped by a rebalance is not
         # committed through any more, even if the partition comes back.
-        self._tasks: dict[asyncio.Task[None], tuple[_Partition, int, int]] = {}
+        self._tasks: dict[asyncio.Task[None], tuple[Partition, int, int]] = {}
         self._highest: dict[tuple[str, int], int] = {}  # highest offset fetched per partition, ever
         self._buffered_bytes = 0
         self._paused = False
@@ -190,7 +156,7 @@ class KafkaSource:
         self.counters.kafka_rebalances += 1
         for tp in partitions:
             key = (tp.topic, tp.partition)
-            self._parts.setdefault(key, _Partition(key))
+            self._parts.setdefault(key, Partition(key))
         if self._paused and partitions:
             # Newly assigned partitions start fetching; while paused, they wait like the others.
             self._pending_pause = True
@@ -227,23 +193,16 @@ class KafkaSource:
         for (topic, partition), part in self._parts.items():
             if keys is not None and (topic, partition) not in keys:
                 continue
-            # The count first: finish() moves commit_to before the count, so the offset covers the count.
-            count, commit_to = part.finished, part.commit_to
-            if commit_to is not None and commit_to != part.committed:
-                part.sent[commit_to] = count
-                out.append(TopicPartition(topic, partition, commit_to))
+            offset = part.commit_offset()
+            if offset is not None:
+                out.append(TopicPartition(topic, partition, offset))
         return out
 
     def _committed(self, offsets: list[TopicPartition]) -> None:
         for tp in offsets:
             part = self._parts.get((tp.topic, tp.partition))
             if part is not None:
-                part.committed = tp.offset
-                # What was finished when this commit was sent; later commits cover more, never less.
-                acked = max(part.acked, part.sent.pop(tp.offset, part.acked))
-                part.sent = {o: n for o, n in part.sent.items() if o > tp.offset}
-                self.counters.kafka_committed += acked - part.acked
-                part.acked = acked
+                self.counters.kafka_committed += part.confirm(tp.offset)
 
     def _commit_async(self, consumer: Consumer) -> None:
         """The periodic commit: never blocks the client thread (a synchronous commit waits for the group
