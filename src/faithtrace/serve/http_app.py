@@ -20,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from faithtrace.serve.fleet import FLEET_GAUGES
 from faithtrace.serve.kafka import KAFKA_GAUGES
+from faithtrace.serve.keeper import SPOOL_GAUGES
 from faithtrace.serve.limits import Saturated, Unavailable
 from faithtrace.serve.otlp import BadRequest, parse_json, parse_protobuf
 from faithtrace.serve.receiver import Receiver
@@ -126,7 +127,12 @@ class OtlpHttpApp:
         return body
 
 
-_GAUGES = frozenset({"pending", "requests_open", "waiting", "warm"}) | KAFKA_GAUGES | FLEET_GAUGES
+_GAUGES = (
+    frozenset({"pending", "held_traces", "requests_open", "waiting", "warm"})
+    | KAFKA_GAUGES
+    | FLEET_GAUGES
+    | SPOOL_GAUGES
+)
 
 
 def prometheus_text(stats: dict[str, int]) -> str:

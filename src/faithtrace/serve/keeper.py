@@ -13,6 +13,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from faithtrace.serve.limits import Counters
 from faithtrace.serve.spool import Spool
 
+# Levels, not running totals: exported as Prometheus gauges (a counter's rate() over them would be nonsense).
+SPOOL_GAUGES = frozenset({"spool_traces", "spool_bytes"})
+
 
 class Keeper:
     """``needed(trace_id)``: the replica still holds or scores the trace. ``refeed(trace_ids)``: put spooled
