@@ -247,8 +247,10 @@ class KafkaSource:
                 continue
             if part.committed is not None:
                 start = part.committed
-            elif part.offsets:
-                start = part.offsets[0]
+            elif part.first is not None:
+                # Nothing committed by this replica yet: everything since its first fetch is lag, finished
+                # messages included (a replica killed now leaves them to be read again).
+                start = part.first
             else:  # nothing committed or fetched by this replica yet: from where it will fetch
                 start = consumer.position([TopicPartition(topic, partition)])[0].offset
                 if start < 0:

@@ -19,6 +19,7 @@ class Partition:
     def __init__(self, key: tuple[str, int]) -> None:
         self.key = key
         self.offsets: collections.deque[int] = collections.deque()
+        self.first: int | None = None  # the first offset fetched since the assignment
         self.done: set[int] = set()
         self.commit_to: int | None = None  # next offset to commit (the first not finished)
         self.committed: int | None = None
@@ -28,6 +29,8 @@ class Partition:
         self.admitted: asyncio.Future[None] | None = None  # the last message's entry into the scorer
 
     def add(self, offset: int) -> None:
+        if self.first is None:
+            self.first = offset
         self.offsets.append(offset)
 
     def finish(self, offset: int) -> int:
