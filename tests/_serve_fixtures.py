@@ -124,6 +124,13 @@ class Serve:
         with urllib.request.urlopen(self.http + "/stats", timeout=5) as r:
             return dict(json.loads(r.read()))
 
+    def metrics(self) -> str:
+        """The Prometheus text of ``/metrics``."""
+        import urllib.request
+
+        with urllib.request.urlopen(self.http + "/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
     def terminate(self) -> None:
         """SIGTERM, once: a second one after the drain, once serve has given its signal handler back, would
         end the process with -15 instead of 0."""

@@ -219,8 +219,7 @@ def test_malformed_input_gets_a_clear_error_and_non_rag_spans_cost_no_judge_call
         assert stats["rag_items"] == 0
         assert stats["incomplete"] == 1
         assert stats["bad_requests"] == 4
-        with urllib.request.urlopen(serve.http + "/metrics", timeout=5) as r:
-            text = r.read().decode()
+        text = serve.metrics()
         assert "# TYPE faithtrace_serve_pending gauge" in text
         assert "faithtrace_serve_bad_requests_total 4" in text
         assert fake_judge.requests == []

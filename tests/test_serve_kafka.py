@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from _fake_judge import FakeJudge, fake_judge  # noqa: F401
 from _kafka_fixtures import Broker, kafka_broker
-from _serve_fixtures import Serve, Sink, run_serve, scored, sink  # noqa: F401
+from _serve_fixtures import Sink, run_serve, scored, sink  # noqa: F401
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -187,16 +187,9 @@ def test_traces_from_kafka_are_scored_once_and_committed_after_export(
         assert stats["kafka_malformed"] == 1
         assert stats["duplicates"] == 1  # the decorated span sent twice
         assert stats["scored"] == 2
-        text = _metrics(serve)
+        text = serve.metrics()
         assert "# TYPE faithtrace_serve_kafka_lag gauge" in text
         assert "faithtrace_serve_duplicates_total 1" in text
-
-
-def _metrics(serve: Serve) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(serve.http + "/metrics", timeout=5) as response:
-        return str(response.read().decode())
 
 
 def test_an_export_failure_holds_the_commit_until_the_evaluation_is_exported(

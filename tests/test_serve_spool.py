@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -35,11 +34,6 @@ def _files(spool: Path) -> set[str]:
     return {p.name for p in spool.iterdir()} if spool.exists() else set()
 
 
-def _metrics(base: str) -> str:
-    with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
-        return str(r.read().decode())
-
-
 def _scored(sink: Sink) -> dict[int, int]:
     """Trace id -> the span each evaluation scored (the span it links to)."""
     return dict(scored(s) for _, s in sink.evaluations())
@@ -63,7 +57,7 @@ def test_parts_acknowledged_before_the_score_outlive_a_kill9(
         stats = serve.stats()
         assert (stats["spool_kept"], stats["spool_traces"]) == ((2, 2) if spooled else (0, 0)), stats
         # Levels are gauges on /metrics: a counter's rate() would turn a spool emptying into a reset.
-        metrics = _metrics(serve.http)
+        metrics = serve.metrics()
         for name, value in (("spool_traces", stats["spool_traces"]), ("held_traces", stats["held_traces"])):
             assert f"# TYPE faithtrace_serve_{name} gauge\nfaithtrace_serve_{name} {value}\n" in metrics
         assert f"faithtrace_serve_spool_bytes {stats['spool_bytes']}\n" in metrics
